@@ -1,0 +1,39 @@
+# The two commands a fresh machine needs (see README):
+#   make serve   install into .venv, create the SQLite database, load the demo, serve on http://127.0.0.1:8000
+#   make test    install the test dependencies, run the whole suite on SQLite and on PostgreSQL
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/anchorgpu
+
+.PHONY: serve test test-sqlite test-postgres bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+serve: $(VENV)/.installed
+	$(BIN)/anchorgpu serve
+
+test: test-sqlite test-postgres
+
+test-sqlite: $(VENV)/.installed-test
+	$(BIN)/pytest
+
+test-postgres: $(VENV)/.installed-test
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/allocation.py
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AllocationConfig(AppConfig):
+    name = "anchorgpu.allocation"
+    label = "allocation"
+    verbose_name = "Allocation"

@@ -1,0 +1,21 @@
+"""Errors the allocation services raise; each message is fit for a customer or operator."""
+
+
+class AllocationError(Exception):
+    code = "allocation_error"
+
+
+class NoLongerAvailable(AllocationError):
+    code = "no_longer_available"
+
+
+class HoldExpired(AllocationError):
+    code = "hold_expired"
+
+
+class InvalidBookingState(AllocationError):
+    code = "invalid_booking_state"
+
+
+class InvalidRequest(AllocationError):
+    code = "invalid_request"

@@ -1,0 +1,237 @@
+"""Allocation use cases. One transaction each, an audit row per state change.
+
+The same code runs on SQLite and PostgreSQL:
+
+* On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (settings), so
+  the availability check and the insert run under the database's single
+  write lock; triggers reject an overlap anyway (migration 0002).
+* On PostgreSQL two placements may read the same free device at once. The
+  exclusion constraint lets only one of them insert; the other gets an
+  exclusion violation (or, taking several devices, a deadlock), rolls back
+  its savepoint and tries again on fresh data. Each retry means another
+  booking committed in between, so retries are bounded by real progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, OperationalError, transaction
+from django.utils import timezone
+
+from anchorgpu.audit.services import SYSTEM, audit_record
+from anchorgpu.catalog.models import Product
+from anchorgpu.catalog.rules import RuleError, check_quantity, check_term
+from anchorgpu.fleet.models import Host
+
+from . import placement, selectors
+from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable
+from .models import Booking, BookingDevice
+from .periods import Period, PeriodError
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 64
+# A start a little in the past is clock skew between browser, API client and
+# server, not a request to book the past.
+START_GRACE = timedelta(minutes=5)
+
+_OVERLAP_MARKERS = ("booking_slot_no_overlap", "booking overlap")
+_RETRYABLE_SQLSTATES = {"23P01", "40P01", "40001"}  # exclusion, deadlock, serialization
+
+
+def _is_conflict(error: Exception) -> bool:
+    cause = error.__cause__
+    if getattr(cause, "sqlstate", None) in _RETRYABLE_SQLSTATES:
+        return True
+    text = str(error)
+    return any(marker in text for marker in _OVERLAP_MARKERS)
+
+
+def _period(start: datetime, end: datetime) -> Period:
+    try:
+        return Period(start, end)
+    except PeriodError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def _expire_stale_holds(now: datetime, *, actor: str = SYSTEM) -> int:
+    """Mark holds whose expiry has passed; reads already ignore them by time,
+    but their rows must stop counting for the database constraint too."""
+    stale = list(Booking.objects.select_for_update(skip_locked=True)
+                 .filter(kind=Booking.Kind.HOLD, state=Booking.State.LIVE, expires_at__lte=now)
+                 .only("id")[:500])
+    if not stale:
+        return 0
+    ids = [b.id for b in stale]
+    Booking.objects.filter(id__in=ids).update(state=Booking.State.EXPIRED)
+    BookingDevice.objects.filter(booking_id__in=ids).update(live=False)
+    for booking in stale:
+        audit_record(actor=actor, action="hold_expire", obj=booking, from_state="live", to_state="expired",
+                     reason="payment window ended")
+    return len(ids)
+
+
+def _retrying(attempt_once):
+    last: Exception | None = None
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                return attempt_once()
+        except (IntegrityError, OperationalError) as exc:
+            if not _is_conflict(exc):
+                raise
+            last = exc
+            log.debug("booking conflict, retrying: %s", exc)
+    raise NoLongerAvailable("The cards were taken by others while we tried; please try again.") from last
+
+
+def hold_place(*, product: Product, quantity: int, start: datetime, term_days: int, actor: str = SYSTEM,
+               reference: str = "", hold_minutes: int | None = None, now: datetime | None = None) -> Booking:
+    """Reserve ``quantity`` units of ``product`` for ``[start, start + term)``
+    until the hold expires (the payment window)."""
+    now = now or timezone.now()
+    try:
+        check_quantity(quantity)
+        check_term(term_days)
+    except RuleError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if not product.is_active:
+        raise InvalidRequest(f"{product.name} is not on sale.")
+    period = _period(start, start + timedelta(days=term_days))
+    if period.start < now - START_GRACE:
+        raise InvalidRequest("The start is in the past; choose now or a later date.")
+    minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
+    if minutes < 1:
+        raise InvalidRequest("A hold must last at least one minute.")
+    expires_at = now + timedelta(minutes=minutes)
+
+    def attempt() -> Booking:
+        _expire_stale_holds(now)
+        free = selectors.units_free(product, period, now=now)
+        try:
+            chosen = placement.place(free, quantity)
+        except placement.NotEnoughUnits as exc:
+            raise NoLongerAvailable(
+                f"No longer available: {exc.free} of the {quantity} unit(s) of {product.name} asked for "
+                f"are free from {period.start:%Y-%m-%d %H:%M} UTC for {term_days} days.") from None
+        booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=quantity,
+                                         starts_at=period.start, ends_at=period.end, expires_at=expires_at,
+                                         reference=reference)
+        device_ids = sorted(d for unit in chosen for d in unit.devices)  # one order everywhere: fewer deadlocks
+        BookingDevice.objects.bulk_create([
+            BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
+                          expires_at=expires_at) for d in device_ids])
+        audit_record(actor=actor, action="hold_place", obj=booking, to_state="live",
+                     data={"product": product.slug, "quantity": quantity, "devices": device_ids,
+                           "start": period.start.isoformat(), "end": period.end.isoformat()})
+        return booking
+
+    return _retrying(attempt)
+
+
+def _lock(booking: Booking) -> Booking:
+    return Booking.objects.select_for_update().get(pk=booking.pk)
+
+
+def hold_confirm(*, booking: Booking, actor: str = SYSTEM, now: datetime | None = None) -> Booking:
+    """Turn a live hold into a confirmed booking (the order is paid)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock(booking)
+        if locked.kind != Booking.Kind.HOLD or locked.state != Booking.State.LIVE:
+            raise InvalidBookingState(f"Only a live hold can be confirmed; this booking is a {locked.state} {locked.kind}.")
+        expired = locked.expires_at <= now
+        if expired:
+            # Record the expiry (it is a fact either way), commit, then refuse.
+            _expire_stale_holds(now, actor=actor)
+        else:
+            locked.kind = Booking.Kind.CONFIRMED
+            locked.expires_at = None
+            locked.save(update_fields=["kind", "expires_at"])
+            locked.slots.update(expires_at=None)
+            audit_record(actor=actor, action="hold_confirm", obj=locked, from_state="hold", to_state="confirmed")
+    if expired:
+        raise HoldExpired("The hold expired before it was confirmed; its cards may have been taken since.")
+    return locked
+
+
+def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, action: str) -> Booking:
+    with transaction.atomic():
+        locked = _lock(booking)
+        if locked.kind not in kinds or locked.state != Booking.State.LIVE:
+            raise InvalidBookingState(f"This booking is a {locked.state} {locked.kind}; it cannot be released here.")
+        locked.state = Booking.State.RELEASED
+        locked.reason = reason
+        locked.save(update_fields=["state", "reason"])
+        locked.slots.update(live=False)
+        audit_record(actor=actor, action=action, obj=locked, from_state="live", to_state="released", reason=reason)
+    return locked
+
+
+def hold_release(*, booking: Booking, actor: str = SYSTEM, reason: str = "") -> Booking:
+    return _release(booking, kinds={Booking.Kind.HOLD}, actor=actor, reason=reason, action="hold_release")
+
+
+def booking_release(*, booking: Booking, actor: str, reason: str) -> Booking:
+    """Release any live booking (a cancelled or refunded term, an ended maintenance window)."""
+    if not reason.strip():
+        raise InvalidRequest("Say why the booking is released.")
+    return _release(booking, kinds=set(Booking.Kind.values), actor=actor, reason=reason, action="booking_release")
+
+
+def hold_expire_due(*, now: datetime | None = None) -> int:
+    """The worker's sweep: mark every hold whose payment window has ended."""
+    now = now or timezone.now()
+    total = 0
+    while True:
+        with transaction.atomic():
+            count = _expire_stale_holds(now)
+        total += count
+        if count == 0:
+            return total
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    booking: Booking
+    hits: list[Booking]  # live bookings inside the window, for the operator to move
+
+
+def host_enter_maintenance(*, host: Host, start: datetime, end: datetime, actor: str, reason: str,
+                           now: datetime | None = None) -> MaintenanceResult:
+    """Block ``host`` for ``[start, end)``. New bookings are refused for the
+    window; live bookings already inside it are not touched but returned, so
+    the operator can move them. The host's devices are booked for every part
+    of the window that those bookings leave free."""
+    now = now or timezone.now()
+    if not reason.strip():
+        raise InvalidRequest("Say why the host goes into maintenance.")
+    window = _period(start, end)
+    if window.end <= now:
+        raise InvalidRequest("The maintenance window has already ended.")
+
+    def attempt() -> MaintenanceResult:
+        Host.objects.select_for_update().get(pk=host.pk)
+        _expire_stale_holds(now)
+        device_ids = list(host.devices.values_list("id", flat=True))
+        busy: dict[int, list[Period]] = {d: [] for d in device_ids}
+        hits: dict[int, Booking] = {}
+        for slot in selectors.live_slots_overlapping(device_ids, window, now=now):
+            busy[slot.device_id].append(Period(slot.starts_at, slot.ends_at))
+            if slot.booking.kind != Booking.Kind.MAINTENANCE:
+                hits[slot.booking_id] = slot.booking
+        booking = Booking.objects.create(kind=Booking.Kind.MAINTENANCE, host=host, starts_at=window.start,
+                                         ends_at=window.end, reason=reason)
+        BookingDevice.objects.bulk_create([
+            BookingDevice(booking=booking, device_id=d, starts_at=piece.start, ends_at=piece.end)
+            for d in sorted(device_ids) for piece in window.minus(busy[d])])
+        audit_record(actor=actor, action="host_enter_maintenance", obj=booking, to_state="live", reason=reason,
+                     data={"host": host.name, "start": window.start.isoformat(), "end": window.end.isoformat(),
+                           "hits": sorted(hits)})
+        return MaintenanceResult(booking, sorted(hits.values(), key=lambda b: (b.starts_at, b.pk)))
+
+    return _retrying(attempt)

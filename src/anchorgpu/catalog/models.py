@@ -1,0 +1,132 @@
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .rules import TERM_DAYS, Stack
+
+STACK_CHOICES = [
+    (Stack.CUDA.value, _("CUDA")),
+    (Stack.ROCM.value, _("ROCm")),
+    (Stack.BLACKWELL.value, _("CUDA, Blackwell-ready build")),
+]
+TERM_CHOICES = [(days, _("%(days)d days") % {"days": days}) for days in TERM_DAYS]
+
+
+class Product(models.Model):
+    slug = models.SlugField(_("slug"), unique=True, help_text=_("Stable identifier used by the API."))
+    name = models.CharField(_("name"), max_length=80)
+    vendor = models.CharField(_("vendor"), max_length=40)
+    memory_gb_per_card = models.PositiveIntegerField(_("memory per card (GB)"))
+    cards_per_unit = models.PositiveSmallIntegerField(
+        _("cards per unit"), default=1, validators=[MinValueValidator(1), MaxValueValidator(2)],
+        help_text=_("2 for a lot sold as an NVLink pair on one host."))
+    stack = models.CharField(_("software stack"), max_length=16, choices=STACK_CHOICES)
+    summary = models.CharField(_("summary"), max_length=200, blank=True)
+    position = models.PositiveSmallIntegerField(_("position"), default=0)
+    is_active = models.BooleanField(_("on sale"), default=True)
+
+    class Meta:
+        ordering = ["position", "name"]
+        verbose_name = _("product")
+        verbose_name_plural = _("products")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Environment(models.Model):
+    slug = models.SlugField(_("slug"), unique=True)
+    name = models.CharField(_("name"), max_length=120)
+    stack = models.CharField(_("built for"), max_length=16, choices=STACK_CHOICES)
+    image = models.CharField(_("image reference"), max_length=200, blank=True)
+    description = models.TextField(_("description"), blank=True)
+    position = models.PositiveSmallIntegerField(_("position"), default=0)
+    is_active = models.BooleanField(_("offered"), default=True)
+
+    class Meta:
+        ordering = ["position", "name"]
+        verbose_name = _("software environment")
+        verbose_name_plural = _("software environments")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Option(models.Model):
+    slug = models.SlugField(_("slug"), unique=True)
+    name = models.CharField(_("name"), max_length=120)
+    description = models.TextField(_("description"), blank=True)
+    per_unit = models.BooleanField(_("priced per unit"), default=False,
+                                   help_text=_("Charged once per card or lot, else once per order."))
+    position = models.PositiveSmallIntegerField(_("position"), default=0)
+    is_active = models.BooleanField(_("offered"), default=True)
+
+    class Meta:
+        ordering = ["position", "name"]
+        verbose_name = _("option")
+        verbose_name_plural = _("options")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PriceList(models.Model):
+    """Prices the operator edits. The active list with the latest start applies."""
+
+    name = models.CharField(_("name"), max_length=80)
+    currency = models.CharField(_("currency"), max_length=3, default="USD",
+                                help_text=_("ISO 4217 code, e.g. USD or EUR."))
+    valid_from = models.DateTimeField(_("valid from"))
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-valid_from", "-id"]
+        verbose_name = _("price list")
+        verbose_name_plural = _("price lists")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.currency})"
+
+    def clean(self):
+        if self.currency and (len(self.currency) != 3 or not self.currency.isalpha()):
+            raise ValidationError({"currency": _("Use a three-letter ISO 4217 code.")})
+        self.currency = (self.currency or "").upper()
+
+
+_money = dict(max_digits=12, decimal_places=4, validators=[MinValueValidator(Decimal("0"))])
+
+
+class ProductRate(models.Model):
+    price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="rates")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
+    rate_per_card_hour = models.DecimalField(_("rate per card-hour"), **_money)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["price_list", "product"], name="one_rate_per_product")]
+        verbose_name = _("rate")
+
+
+class TermDiscount(models.Model):
+    price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="discounts")
+    term_days = models.PositiveSmallIntegerField(_("term"), choices=TERM_CHOICES)
+    percent = models.DecimalField(_("discount %"), max_digits=5, decimal_places=2,
+                                  validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("90"))])
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["price_list", "term_days"], name="one_discount_per_term")]
+        verbose_name = _("term discount")
+
+
+class OptionPrice(models.Model):
+    price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="option_prices")
+    option = models.ForeignKey(Option, on_delete=models.PROTECT, related_name="+")
+    term_days = models.PositiveSmallIntegerField(_("term"), choices=TERM_CHOICES)
+    price = models.DecimalField(_("price for the term"), **_money)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["price_list", "option", "term_days"], name="one_option_price_per_term")]
+        verbose_name = _("option price")

@@ -1,0 +1,94 @@
+"""Pricing: a pure function from a price list and a request to line items.
+
+All amounts are ``Decimal`` in the price list's currency. Line amounts are
+exact (no rounding); the total is rounded once, at the end, half up to the
+currency's minor unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Mapping, Sequence
+
+from .rules import RuleError, check_quantity, check_term
+
+HOURS_PER_DAY = 24
+
+
+@dataclass(frozen=True)
+class OptionPrice:
+    slug: str
+    name: str
+    price_per_term: Mapping[int, Decimal]  # term days -> price
+    per_unit: bool = False  # multiplied by the order's units, else once per order
+
+
+@dataclass(frozen=True)
+class PriceList:
+    currency: str
+    rate_per_card_hour: Mapping[str, Decimal]  # product slug -> rate
+    term_discount_percent: Mapping[int, Decimal]  # term days -> percent off the cards line
+    options: Mapping[str, OptionPrice] = field(default_factory=dict)
+    minor_unit: Decimal = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: str  # "cards", "discount" or "option"
+    description: str
+    quantity: int
+    unit_price: Decimal
+    amount: Decimal
+
+
+@dataclass(frozen=True)
+class Price:
+    currency: str
+    lines: tuple[Line, ...]
+    total: Decimal
+
+    @property
+    def subtotal_exact(self) -> Decimal:
+        return sum((line.amount for line in self.lines), Decimal(0))
+
+
+def price(
+    prices: PriceList,
+    *,
+    product: str,
+    product_name: str,
+    cards_per_unit: int,
+    quantity: int,
+    term_days: int,
+    options: Sequence[str] = (),
+) -> Price:
+    check_quantity(quantity)
+    check_term(term_days)
+    try:
+        rate = prices.rate_per_card_hour[product]
+    except KeyError:
+        raise RuleError(f"{product_name} has no price in the current price list.") from None
+    cards = quantity * cards_per_unit
+    hours = term_days * HOURS_PER_DAY
+    cards_amount = rate * cards * hours
+    lines = [Line("cards", f"{product_name}: {cards} card(s) × {hours} h", cards * hours, rate, cards_amount)]
+    percent = prices.term_discount_percent.get(term_days, Decimal(0))
+    if percent:
+        lines.append(Line("discount", f"{term_days}-day term discount ({percent.normalize():f} %)", 1,
+                          -cards_amount * percent / 100, -cards_amount * percent / 100))
+    seen: set[str] = set()
+    for slug in options:
+        if slug in seen:
+            raise RuleError(f"The option “{slug}” is listed twice.")
+        seen.add(slug)
+        option = prices.options.get(slug)
+        if option is None:
+            raise RuleError(f"Unknown option “{slug}”.")
+        if term_days not in option.price_per_term:
+            raise RuleError(f"The option “{option.name}” is not offered for a {term_days}-day term.")
+        each = option.price_per_term[term_days]
+        count = quantity if option.per_unit else 1
+        lines.append(Line("option", option.name, count, each, each * count))
+    total = sum((line.amount for line in lines), Decimal(0)).quantize(prices.minor_unit, rounding=ROUND_HALF_UP)
+    return Price(prices.currency, tuple(lines), total)

@@ -1,0 +1,110 @@
+"""The ``anchorgpu`` command.
+
+    anchorgpu serve [--host H] [--port P]   migrate, load the demo into an empty database, serve the shop
+    anchorgpu worker [--once] [--interval S] run the periodic sweeps
+    anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
+    anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anchorgpu.settings")
+    import django
+
+    django.setup()
+
+
+def _prepare_database(load: bool) -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+    if load:
+        from anchorgpu.demo import load_demo
+
+        if load_demo():
+            print("Loaded the demo catalog, price list and fleet into the empty database.")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than zero")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anchorgpu", description="AnchorGPU shop and tools.")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="migrate, load the demo into an empty database, serve the shop")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=_port, default=8000)
+    serve.add_argument("--threads", type=int, default=8)
+    serve.add_argument("--no-demo", action="store_true", help="do not load the demo into an empty database")
+    worker = sub.add_parser("worker", help="run the periodic sweeps (expire holds, ...)")
+    worker.add_argument("--once", action="store_true", help="sweep once and exit")
+    worker.add_argument("--interval", type=_positive, default=15.0, help="seconds between sweeps (15)")
+    sub.add_parser("demo", help="load the demo catalog, prices and fleet into an empty database")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own = {"serve", "worker", "demo", "-h", "--help"}
+    if argv and argv[0] not in own:
+        _setup()
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(["anchorgpu", *argv])
+        return 0
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
+        return 2
+    _setup()
+    if args.command == "serve":
+        _prepare_database(load=not args.no_demo)
+        from waitress import serve
+
+        from anchorgpu.wsgi import application
+
+        print(f"AnchorGPU shop on http://{args.host}:{args.port}/  (Ctrl-C stops it)")
+        serve(application, host=args.host, port=args.port, threads=args.threads, ident="anchorgpu")
+        return 0
+    if args.command == "worker":
+        from anchorgpu import worker
+
+        if args.once:
+            print(worker.run_once())
+        else:
+            worker.run_forever(args.interval)
+        return 0
+    if args.command == "demo":
+        _prepare_database(load=False)
+        from anchorgpu.demo import load_demo
+
+        print("Demo loaded." if load_demo() else "The database is not empty; nothing loaded.")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

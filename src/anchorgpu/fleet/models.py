@@ -1,0 +1,75 @@
+from collections import Counter
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.catalog.models import Product
+
+
+class Site(models.Model):
+    code = models.SlugField(_("code"), max_length=16, unique=True)
+    name = models.CharField(_("name"), max_length=80)
+    country = models.CharField(_("country"), max_length=2, help_text=_("ISO 3166 two-letter code."))
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name = _("site")
+        verbose_name_plural = _("sites")
+
+    def __str__(self) -> str:
+        return f"{self.code} — {self.name}"
+
+
+class Host(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("active")
+        MAINTENANCE = "maintenance", _("maintenance")
+        RETIRED = "retired", _("retired")
+
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="hosts")
+    name = models.SlugField(_("name"), max_length=64, unique=True)
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="hosts",
+                                help_text=_("What this host's cards are sold as."))
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE,
+                              help_text=_("Only active hosts take new bookings. For a planned window, "
+                                          "schedule maintenance instead."))
+    notes = models.TextField(_("notes"), blank=True)
+
+    class Meta:
+        ordering = ["site__code", "name"]
+        verbose_name = _("host")
+        verbose_name_plural = _("hosts")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Device(models.Model):
+    """One GPU. ``uid`` is its stable identity (e.g. the board serial)."""
+
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="devices")
+    index = models.PositiveSmallIntegerField(_("index on host"))
+    uid = models.CharField(_("stable id"), max_length=64, unique=True)
+    nvlink_pair = models.PositiveSmallIntegerField(
+        _("NVLink pair"), null=True, blank=True,
+        help_text=_("Devices of one host with the same number are an NVLink pair. Empty: not paired."))
+
+    class Meta:
+        ordering = ["host", "index"]
+        constraints = [models.UniqueConstraint(fields=["host", "index"], name="one_device_per_slot")]
+        verbose_name = _("device")
+        verbose_name_plural = _("devices")
+
+    def __str__(self) -> str:
+        return f"{self.host.name}/gpu{self.index}"
+
+
+def validate_topology(pairs: list[int | None]) -> None:
+    """Each NVLink pair number on a host is used by exactly two devices."""
+    counts = Counter(p for p in pairs if p is not None)
+    wrong = sorted(p for p, n in counts.items() if n != 2)
+    if wrong:
+        raise ValidationError(
+            _("NVLink pair numbers must be used by exactly two devices each; check pair(s) %(pairs)s.")
+            % {"pairs": ", ".join(map(str, wrong))})

@@ -1,0 +1,154 @@
+"""Django settings, all from environment variables.
+
+ANCHORGPU_DATABASE_URL or DATABASE_URL   postgres://user@host:5432/name (default: SQLite file)
+ANCHORGPU_DATA_DIR                       where the SQLite file lives (default: ./var)
+ANCHORGPU_SECRET_KEY                     required in production
+ANCHORGPU_DEBUG                          "1" for development error pages
+ANCHORGPU_ALLOWED_HOSTS                  comma-separated host names
+ANCHORGPU_HOLD_MINUTES                   how long a hold lasts during the payment window (60)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.utils.translation import gettext_lazy as _
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", Path.cwd() / "var")).resolve()
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = _flag("ANCHORGPU_DEBUG")
+SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "anchorgpu.audit",
+    "anchorgpu.catalog",
+    "anchorgpu.fleet",
+    "anchorgpu.allocation",
+    "anchorgpu.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "anchorgpu.urls"
+WSGI_APPLICATION = "anchorgpu.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = os.environ.get("ANCHORGPU_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if url:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        if config["ENGINE"] == "django.db.backends.sqlite3":
+            config.setdefault("OPTIONS", {}).update(_SQLITE_OPTIONS)
+        return config
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(DATA_DIR / "anchorgpu.sqlite3"),
+        "OPTIONS": dict(_SQLITE_OPTIONS),
+        # Tests use a file too: an in-memory shared-cache database raises
+        # "table is locked" between threads instead of waiting for the lock.
+        "TEST": {"NAME": os.environ.get("ANCHORGPU_SQLITE_TEST_NAME") or str(DATA_DIR / "test-anchorgpu.sqlite3")},
+    }
+
+
+# Every transaction takes SQLite's write lock when it begins, so a booking's
+# availability check and its insert cannot interleave with another writer's.
+_SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+}
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [
+    ("en", _("English")),
+    ("pt", _("Portuguese")),
+    ("fr", _("French")),
+    ("ko", _("Korean")),
+]
+LOCALE_PATHS = [PACKAGE_DIR / "locale"]
+USE_I18N = True
+TIME_ZONE = "UTC"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(os.environ.get("ANCHORGPU_STATIC_ROOT", DATA_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing folder
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production sets ANCHORGPU_MANIFEST_STATIC=1 after `collectstatic` for
+    # hashed, compressed, far-future-cached files.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+                    if _flag("ANCHORGPU_MANIFEST_STATIC") else
+                    "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Serve straight from the app folders when collectstatic has not run (dev).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("ANCHORGPU_LOG_LEVEL", "INFO")},
+}
+
+# Business settings the operator may change per deployment.
+ANCHORGPU_HOLD_MINUTES = int(os.environ.get("ANCHORGPU_HOLD_MINUTES", "60"))
+ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_DAYS", "365"))

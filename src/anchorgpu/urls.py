@@ -1,0 +1,12 @@
+from django.conf.urls.i18n import i18n_patterns
+from django.contrib import admin
+from django.urls import include, path
+
+from anchorgpu.web import api
+
+urlpatterns = [
+    path("api/v1/", include(api.urlpatterns)),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("admin/", admin.site.urls),
+]
+urlpatterns += i18n_patterns(path("", include("anchorgpu.web.urls")))

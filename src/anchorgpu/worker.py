@@ -1,0 +1,55 @@
+"""``anchorgpu worker``: the periodic sweeps that move time-driven state.
+
+Each sweep is a service that reads stored timestamps, so a sweep that runs
+late (or twice, or in two workers at once) changes nothing that matters:
+availability already ignores an expired hold by time; the sweep only marks it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Callable
+
+from django.db import close_old_connections
+
+log = logging.getLogger("anchorgpu.worker")
+
+
+def _sweeps() -> list[tuple[str, Callable[[], int]]]:
+    from anchorgpu.allocation.services import hold_expire_due
+
+    return [("hold_expire_due", lambda: hold_expire_due())]
+
+
+def run_once() -> dict[str, int]:
+    results = {}
+    for name, sweep in _sweeps():
+        close_old_connections()
+        try:
+            results[name] = sweep()
+        except Exception:  # one failing sweep must not stop the others
+            log.exception("sweep %s failed", name)
+            results[name] = -1
+    return results
+
+
+def run_forever(interval: float) -> None:
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.info("signal %s: stopping after this sweep", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    log.info("worker started, sweeping every %.0f s", interval)
+    while not stop.is_set():
+        started = time.monotonic()
+        results = run_once()
+        changed = {k: v for k, v in results.items() if v}
+        if changed:
+            log.info("sweep results: %s", changed)
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))

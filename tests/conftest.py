@@ -1,0 +1,51 @@
+"""Test set-up shared by the whole suite.
+
+The suite runs twice (see the Makefile): on SQLite, and with DATABASE_URL
+pointing at PostgreSQL. Tests that touch the database run in both passes.
+When the PostgreSQL pass cannot reach its server, database tests are
+skipped with the reason -- except under CI (CI=true), where that is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlparse
+
+import pytest
+from django.conf import settings
+
+
+def _vendor() -> str:
+    return "postgresql" if "postgresql" in settings.DATABASES["default"]["ENGINE"] else "sqlite"
+
+
+def _postgres_unreachable() -> str | None:
+    db = settings.DATABASES["default"]
+    host, port = db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return None
+    except OSError as exc:
+        return f"PostgreSQL is not reachable at {host}:{port} ({exc})"
+
+
+def pytest_report_header(config):
+    return f"database: {_vendor()} ({settings.DATABASES['default']['NAME']})"
+
+
+def pytest_collection_modifyitems(config, items):
+    vendor = _vendor()
+    problem = _postgres_unreachable() if vendor == "postgresql" else None
+    if problem and os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        raise pytest.UsageError(f"{problem}: under CI the PostgreSQL tests must run, not skip.")
+    for item in items:
+        if item.get_closest_marker("postgres_only") and vendor != "postgresql":
+            item.add_marker(pytest.mark.skip(reason="PostgreSQL-only test; this pass runs on SQLite"))
+        if problem and ("django_db_setup" in item.fixturenames or item.get_closest_marker("django_db")):
+            item.add_marker(pytest.mark.skip(reason=problem))
+
+
+@pytest.fixture
+def vendor() -> str:
+    return _vendor()
