@@ -10,3 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 urlpatterns += i18n_patterns(path("", include("anchorgpu.web.urls")))
+
+handler404 = "anchorgpu.web.views.not_found"
+handler500 = "anchorgpu.web.views.server_error"

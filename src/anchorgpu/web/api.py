@@ -1,1 +1,90 @@
-urlpatterns = []
+"""JSON API, version 1 (read-only catalog endpoints for now)."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.http import JsonResponse
+from django.urls import path
+
+from anchorgpu.catalog import offers as offers_selector
+from anchorgpu.catalog.models import Product
+from anchorgpu.catalog.selectors import environments_for
+
+from .forms import OfferQueryForm, ProductQueryForm
+from .responses import api_error, form_error
+
+
+def read_only(view):
+    """GET and HEAD only; anything else gets a JSON 405 like every API error."""
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method not in ("GET", "HEAD"):
+            response = api_error(405, "method_not_allowed", f"{request.method} is not allowed here; use GET.")
+            response["Allow"] = "GET, HEAD"
+            return response
+        return view(request, *args, **kwargs)
+    return wrapper
+
+
+def _iso(moment):
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def _offer_json(offer) -> dict:
+    product = offer.product
+    return {
+        "product": product.slug,
+        "name": product.name,
+        "vendor": product.vendor,
+        "memory_gb_per_card": product.memory_gb_per_card,
+        "cards_per_unit": product.cards_per_unit,
+        "stack": product.stack,
+        "stack_label": offer.stack_label,
+        "term": offer.term_days,
+        "quantity": offer.quantity,
+        "units_total": offer.units_total,
+        "units_free_now": offer.units_free_now,
+        "earliest_start": _iso(offer.earliest_start),
+        "price": {str(days): f"{p.total:f}" for days, p in offer.prices.items()},
+        "currency": offer.currency or None,
+    }
+
+
+@read_only
+def offers(request):
+    form = OfferQueryForm.from_query(request.GET, strict=True)
+    if not form.is_valid():
+        return form_error(form)
+    data = form.cleaned_data
+    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
+                                   environment=data["environment"])
+    return JsonResponse([_offer_json(o) for o in found], safe=False)
+
+
+@read_only
+def offer_detail(request, slug: str):
+    product = Product.objects.filter(slug=slug, is_active=True).first()
+    if product is None:
+        return api_error(404, "not_found", f"No product “{slug[:60]}” is on sale.")
+    form = ProductQueryForm.from_query(request.GET, strict=True, product=product)
+    if not form.is_valid():
+        return form_error(form)
+    data = form.cleaned_data
+    offer = offers_selector.offer_for(product, term_days=data["term"], quantity=data["quantity"],
+                                      not_before=data["start"], options=data["options"])
+    body = _offer_json(offer)
+    price = offer.price_for_term
+    body["environment"] = data["environment"].slug if data["environment"] else None
+    body["environments"] = [e.slug for e in environments_for(product)]
+    body["options"] = data["options"]
+    body["lines"] = [{"kind": l.kind, "description": l.description, "quantity": l.quantity,
+                      "unit_price": f"{l.unit_price:f}", "amount": f"{l.amount:f}"} for l in price.lines] if price else []
+    body["total"] = f"{price.total:f}" if price else None
+    return JsonResponse(body)
+
+
+urlpatterns = [
+    path("offers", offers, name="api-offers"),
+    path("offers/<str:slug>", offer_detail, name="api-offer-detail"),
+]

@@ -1,0 +1,109 @@
+"""The live catalog: per product, units free now, earliest start and prices.
+
+A selector: reads the catalog, the price list and the bookings, computes
+with the pure domain functions, writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from django.utils import timezone
+
+from anchorgpu.allocation import search
+from anchorgpu.allocation.periods import Period
+from anchorgpu.allocation.selectors import busy_by_device, product_units
+
+from . import pricing
+from .models import Environment, Product
+from .rules import TERM_DAYS, RuleError, Stack, check_environment
+from .selectors import NoPriceList, price_list_current, products_on_sale
+
+
+@dataclass(frozen=True)
+class Offer:
+    product: Product
+    term_days: int
+    quantity: int
+    units_total: int
+    units_free_now: int
+    earliest_start: datetime | None
+    prices: dict[int, pricing.Price]  # term days -> price of `quantity` units for that term
+    starts_now: bool
+
+    @property
+    def stack_label(self) -> str:
+        return Stack(self.product.stack).label
+
+    @property
+    def currency(self) -> str:
+        return next(iter(self.prices.values())).currency if self.prices else ""
+
+    @property
+    def term_prices(self) -> list[tuple[int, pricing.Price | None]]:
+        return [(days, self.prices.get(days)) for days in TERM_DAYS]
+
+    @property
+    def price_for_term(self) -> pricing.Price | None:
+        return self.prices.get(self.term_days)
+
+
+def _current_prices(now: datetime) -> pricing.PriceList | None:
+    try:
+        return price_list_current(at=now)
+    except NoPriceList:
+        return None  # the catalog still shows availability; prices show as not set
+
+
+def _prices(prices: pricing.PriceList | None, product: Product, quantity: int,
+            options: Sequence[str] = ()) -> dict[int, pricing.Price]:
+    out: dict[int, pricing.Price] = {}
+    if prices is None:
+        return out
+    for days in TERM_DAYS:
+        if product.slug not in prices.rate_per_card_hour:
+            continue
+        try:
+            out[days] = pricing.price(prices, product=product.slug, product_name=product.name,
+                                      cards_per_unit=product.cards_per_unit, quantity=quantity, term_days=days,
+                                      options=options)
+        except RuleError:
+            continue  # e.g. an option not priced for this term: the term is not offered with it
+    return out
+
+
+def offer_for(product: Product, *, term_days: int, quantity: int, not_before: datetime | None = None,
+              now: datetime | None = None, prices: pricing.PriceList | None = None,
+              options: Sequence[str] = ()) -> Offer:
+    now = (now or timezone.now()).replace(microsecond=0)
+    start = max(now, not_before) if not_before else now
+    prices = prices or _current_prices(now)
+    units = product_units(product)
+    busy = busy_by_device(product, after=now, now=now)
+    length = timedelta(days=term_days)
+    free_now = search.free_units(units, busy, Period(now, now + length))
+    earliest = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=start)
+    return Offer(product=product, term_days=term_days, quantity=quantity, units_total=len(units),
+                 units_free_now=len(free_now), earliest_start=earliest,
+                 prices=_prices(prices, product, quantity, options),
+                 starts_now=earliest is not None and earliest <= now)
+
+
+def offers(*, term_days: int, quantity: int, not_before: datetime | None = None,
+           environment: Environment | None = None, now: datetime | None = None) -> list[Offer]:
+    """One offer per product on sale (only those that run ``environment`` when given)."""
+    now = now or timezone.now()
+    prices = _current_prices(now)
+    result = []
+    for product in products_on_sale():
+        if environment is not None:
+            try:
+                check_environment(product.name, product.stack, environment.name, environment.stack)
+            except ValueError:
+                continue
+        result.append(offer_for(product, term_days=term_days, quantity=quantity, not_before=not_before,
+                                now=now, prices=prices))
+    return result
+

@@ -1,0 +1,59 @@
+"""Shop pages. Views validate input with forms and call selectors; they hold no rules."""
+
+from __future__ import annotations
+
+from django.http import Http404, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from anchorgpu.catalog import offers as offers_selector
+from anchorgpu.catalog.models import Product
+from anchorgpu.catalog.rules import TERM_DAYS
+from anchorgpu.catalog.selectors import environments_for, options_offered
+
+from .forms import OfferQueryForm, ProductQueryForm
+
+
+def _status(form) -> int:
+    return 200 if form.is_valid() else 400
+
+
+def catalog(request):
+    form = OfferQueryForm.from_query(request.GET, strict=False)
+    offers = []
+    if form.is_valid():
+        data = form.cleaned_data
+        offers = offers_selector.offers(term_days=data["term"], quantity=data["quantity"],
+                                        not_before=data["start"], environment=data["environment"])
+    context = {"form": form, "offers": offers, "terms": TERM_DAYS, "now": timezone.now()}
+    template = "web/_offers.html" if request.headers.get("HX-Request") else "web/catalog.html"
+    return render(request, template, context, status=_status(form))
+
+
+def product_detail(request, slug: str):
+    product = Product.objects.filter(slug=slug, is_active=True).first()
+    if product is None:
+        raise Http404("no such product")
+    form = ProductQueryForm.from_query(request.GET, strict=False, product=product)
+    offer = None
+    if form.is_valid():
+        data = form.cleaned_data
+        offer = offers_selector.offer_for(product, term_days=data["term"], quantity=data["quantity"],
+                                          not_before=data["start"], options=data["options"])
+    context = {"form": form, "product": product, "offer": offer, "terms": TERM_DAYS,
+               "environments": environments_for(product), "options": options_offered(), "now": timezone.now()}
+    template = "web/_quote.html" if request.headers.get("HX-Request") else "web/product.html"
+    return render(request, template, context, status=_status(form))
+
+
+def not_found(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"code": "not_found", "message": "No such endpoint."}}, status=404)
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"code": "server_error", "message": "Something failed on our side; "
+                                                                          "it has been logged."}}, status=500)
+    return render(request, "500.html", status=500)
