@@ -93,10 +93,20 @@ class ProductQueryForm(OfferQueryForm):
     def __init__(self, *args, product: Product, **kwargs):
         super().__init__(*args, **kwargs)
         self.product = product
-        self.fields["environment"] = forms.ChoiceField(
-            label=_("Software environment"), required=False,
-            choices=[("", _("Choose later"))] + [(e.slug, e.name) for e in Environment.objects.filter(is_active=True)],
-            error_messages={"invalid_choice": _("Unknown software environment “%(value)s”.")})
+        if product.cards_per_unit > 1:
+            self.fields["quantity"].label = _("Lots")
+            self.fields["quantity"].help_text = _("Each lot is %(n)d cards joined by NVLink on one host.") % {
+                "n": product.cards_per_unit}
+        else:
+            self.fields["quantity"].label = _("Cards")
+            self.fields["quantity"].help_text = ""
+        # The list offers only what runs on this card; anything else typed
+        # into the query string is refused in clean_environment with the reason.
+        fitting = [(e.slug, e.name) for e in Environment.objects.filter(is_active=True)
+                   if environment_fits(product.stack, e.stack)]
+        self.fields["environment"] = forms.CharField(
+            label=_("Software environment"), required=False, max_length=50,
+            widget=forms.Select(choices=[("", _("Choose later"))] + fitting))
         self.fields["options"] = forms.MultipleChoiceField(
             label=_("Options"), required=False, widget=forms.CheckboxSelectMultiple,
             choices=[(o.slug, o.name) for o in Option.objects.filter(is_active=True)],
@@ -106,7 +116,9 @@ class ProductQueryForm(OfferQueryForm):
         slug = self.cleaned_data.get("environment")
         if not slug:
             return None
-        env = Environment.objects.get(slug=slug)
+        env = Environment.objects.filter(slug=slug, is_active=True).first()
+        if env is None:
+            raise forms.ValidationError(_("Unknown software environment “%(slug)s”.") % {"slug": slug})
         if not environment_fits(self.product.stack, env.stack):
             raise forms.ValidationError(
                 _("The environment “%(env)s” is built for %(env_stack)s and cannot run on %(product)s (%(stack)s).")
