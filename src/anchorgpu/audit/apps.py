@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AuditConfig(AppConfig):
     name = "anchorgpu.audit"
     label = "audit"
-    verbose_name = "Audit log"
+    verbose_name = _("Audit log")

@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class CatalogConfig(AppConfig):
     name = "anchorgpu.catalog"
     label = "catalog"
-    verbose_name = "Catalog and prices"
+    verbose_name = _("Catalog and prices")

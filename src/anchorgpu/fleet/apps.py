@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class FleetConfig(AppConfig):
     name = "anchorgpu.fleet"
     label = "fleet"
-    verbose_name = "Fleet"
+    verbose_name = _("Fleet")

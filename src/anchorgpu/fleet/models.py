@@ -65,11 +65,14 @@ class Device(models.Model):
         return f"{self.host.name}/gpu{self.index}"
 
 
-def validate_topology(pairs: list[int | None]) -> None:
-    """Each NVLink pair number on a host is used by exactly two devices."""
+def validate_topology(pairs: list[int | None], *, cards_per_unit: int = 1) -> None:
+    """Each NVLink pair number on a host is used by exactly two devices, and a
+    host sold in lots of two has every device in a pair."""
     counts = Counter(p for p in pairs if p is not None)
     wrong = sorted(p for p, n in counts.items() if n != 2)
     if wrong:
         raise ValidationError(
             _("NVLink pair numbers must be used by exactly two devices each; check pair(s) %(pairs)s.")
             % {"pairs": ", ".join(map(str, wrong))})
+    if cards_per_unit == 2 and any(p is None for p in pairs):
+        raise ValidationError(_("This host is sold in lots of two: every device must be in an NVLink pair."))

@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class WebConfig(AppConfig):
     name = "anchorgpu.web"
     label = "web"
-    verbose_name = "Shop"
+    verbose_name = _("Shop")
