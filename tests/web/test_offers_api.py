@@ -101,6 +101,7 @@ def test_environment_filters_products(client, demo_shop):
     ("term=", None),  # empty falls back to the default: valid
     ("start=2001-01-01T00:00:00Z", "start"),
     ("start=yesterday", "start"),
+    ("start=2999-01-01T00:00:00Z", "start"),
     ("environment=no-such-env", "environment"),
     ("environment=../../etc", "environment"),
     ("quantity=1&quantity=2", "request"),

@@ -14,7 +14,10 @@ Pure domain code. The policy, in order of importance:
 3. **Keep pairs whole.** Within a host, single cards are taken first from
    NVLink pairs whose partner is already gone (or from unpaired devices),
    then pair by pair, so complete pairs survive for lot orders and a
-   two-card order gets a pair of its own.
+   two-card order gets a pair of its own. When that would leave an odd
+   number of cards to take from whole pairs (splitting one), one lone card
+   fewer is taken and that pair is taken whole instead: as many complete
+   pairs survive either way, and the order gets NVLink.
 """
 
 from __future__ import annotations
@@ -32,17 +35,25 @@ class NotEnoughUnits(Exception):
         self.free = free
 
 
-def _within_host_order(units: Sequence[Unit]) -> list[Unit]:
+def _take_from_host(units: Sequence[Unit], count: int) -> list[Unit]:
+    """``count`` of one host's free ``units``: lone cards first, then pair by pair."""
     free_in_pair: dict[int, int] = defaultdict(int)
     for unit in units:
         if unit.pair is not None and len(unit.devices) == 1:
             free_in_pair[unit.pair] += 1
 
-    def rank(unit: Unit) -> tuple:
-        whole_pair = unit.pair is not None and len(unit.devices) == 1 and free_in_pair[unit.pair] > 1
-        return (1 if whole_pair else 0, unit.pair if unit.pair is not None else -1, unit.index)
+    def in_whole_pair(unit: Unit) -> bool:
+        return unit.pair is not None and len(unit.devices) == 1 and free_in_pair[unit.pair] > 1
 
-    return sorted(units, key=rank)
+    def rank(unit: Unit) -> tuple:
+        return (1 if in_whole_pair(unit) else 0, unit.pair if unit.pair is not None else -1, unit.index)
+
+    ordered = sorted(units, key=rank)
+    lone = sum(1 for unit in ordered if not in_whole_pair(unit))
+    if 0 < lone < count and (count - lone) % 2:
+        # Taking every lone card would split a whole pair; take that pair whole and leave one lone card.
+        return ordered[:lone - 1] + ordered[lone:count + 1]
+    return ordered[:count]
 
 
 def place(free: Sequence[Unit], quantity: int) -> list[Unit]:
@@ -69,11 +80,11 @@ def place(free: Sequence[Unit], quantity: int) -> list[Unit]:
     while remaining:
         host = best_fit(remaining, hosts)
         if host is not None:
-            chosen.extend(_within_host_order(by_host[host])[:remaining])
+            chosen.extend(_take_from_host(by_host[host], remaining))
             break
         # No single host takes the rest: use the largest one whole.
         host = max(hosts, key=lambda h: (len(by_host[h]), -position[h]))
-        chosen.extend(_within_host_order(by_host[host]))
+        chosen.extend(_take_from_host(by_host[host], len(by_host[host])))
         remaining -= len(by_host[host])
         hosts.remove(host)
     return chosen

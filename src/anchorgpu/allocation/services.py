@@ -5,11 +5,15 @@ The same code runs on SQLite and PostgreSQL:
 * On SQLite every transaction starts with ``BEGIN IMMEDIATE`` (settings), so
   the availability check and the insert run under the database's single
   write lock; triggers reject an overlap anyway (migration 0002).
-* On PostgreSQL two placements may read the same free device at once. The
-  exclusion constraint lets only one of them insert; the other gets an
-  exclusion violation (or, taking several devices, a deadlock), rolls back
-  its savepoint and tries again on fresh data. Each retry means another
-  booking committed in between, so retries are bounded by real progress.
+* On PostgreSQL every writer of a product's device slots (placement,
+  maintenance) first locks the product's row, so they take turns per product
+  and each reads availability after the previous one committed. Without
+  that turn-taking, concurrent inserts of conflicting rows wait on each
+  other inside the exclusion constraint check and deadlock; PostgreSQL
+  breaks each deadlock only after ``deadlock_timeout`` (1 s) and a deadlock
+  is no progress, so 30 customers at once livelock. The exclusion
+  constraint stays the backstop: a violation (or deadlock) rolls back the
+  savepoint and the attempt is retried on fresh data.
 """
 
 from __future__ import annotations
@@ -58,12 +62,14 @@ def _period(start: datetime, end: datetime) -> Period:
         raise InvalidRequest(str(exc)) from None
 
 
-def _expire_stale_holds(now: datetime, *, actor: str = SYSTEM) -> int:
-    """Mark holds whose expiry has passed; reads already ignore them by time,
-    but their rows must stop counting for the database constraint too."""
-    stale = list(Booking.objects.select_for_update(skip_locked=True)
-                 .filter(kind=Booking.Kind.HOLD, state=Booking.State.LIVE, expires_at__lte=now)
-                 .only("id")[:500])
+def _expire_stale_holds(now: datetime, *, actor: str = SYSTEM, only: int | None = None) -> int:
+    """Mark holds whose expiry has passed (all, or just the hold ``only``);
+    reads already ignore them by time, but their rows must stop counting for
+    the database constraint too."""
+    due = Booking.objects.filter(kind=Booking.Kind.HOLD, state=Booking.State.LIVE, expires_at__lte=now)
+    if only is not None:
+        due = due.filter(pk=only)
+    stale = list(due.select_for_update(skip_locked=True).only("id")[:500])
     if not stale:
         return 0
     ids = [b.id for b in stale]
@@ -73,6 +79,13 @@ def _expire_stale_holds(now: datetime, *, actor: str = SYSTEM) -> int:
         audit_record(actor=actor, action="hold_expire", obj=booking, from_state="live", to_state="expired",
                      reason="payment window ended")
     return len(ids)
+
+
+def _take_turn(product_id: int) -> None:
+    """Wait for other slot writers of this product (a row lock until commit;
+    FOR NO KEY UPDATE, so it does not block rows that merely reference the
+    product). On SQLite the IMMEDIATE transaction already holds the lock."""
+    Product.objects.select_for_update(no_key=True).only("pk").get(pk=product_id)
 
 
 def _retrying(attempt_once):
@@ -104,12 +117,16 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
     period = _period(start, start + timedelta(days=term_days))
     if period.start < now - START_GRACE:
         raise InvalidRequest("The start is in the past; choose now or a later date.")
+    horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
+    if period.start > now + timedelta(days=horizon):
+        raise InvalidRequest(f"Bookings can start at most {horizon} days ahead.")
     minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
     if minutes < 1:
         raise InvalidRequest("A hold must last at least one minute.")
     expires_at = now + timedelta(minutes=minutes)
 
     def attempt() -> Booking:
+        _take_turn(product.pk)
         _expire_stale_holds(now)
         free = selectors.units_free(product, period, now=now)
         try:
@@ -142,12 +159,16 @@ def hold_confirm(*, booking: Booking, actor: str = SYSTEM, now: datetime | None 
     now = now or timezone.now()
     with transaction.atomic():
         locked = _lock(booking)
+        if locked.kind == Booking.Kind.HOLD and locked.state == Booking.State.EXPIRED:
+            # The same answer whether or not the worker's sweep got there first.
+            raise HoldExpired("The hold expired before it was confirmed; its cards may have been taken since.")
         if locked.kind != Booking.Kind.HOLD or locked.state != Booking.State.LIVE:
-            raise InvalidBookingState(f"Only a live hold can be confirmed; this booking is a {locked.state} {locked.kind}.")
+            raise InvalidBookingState(f"Only a live hold can be confirmed; booking #{locked.pk} is a "
+                                      f"{locked.kind} booking in state “{locked.state}”.")
         expired = locked.expires_at <= now
         if expired:
             # Record the expiry (it is a fact either way), commit, then refuse.
-            _expire_stale_holds(now, actor=actor)
+            _expire_stale_holds(now, actor=actor, only=locked.pk)
         else:
             locked.kind = Booking.Kind.CONFIRMED
             locked.expires_at = None
@@ -163,7 +184,8 @@ def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, acti
     with transaction.atomic():
         locked = _lock(booking)
         if locked.kind not in kinds or locked.state != Booking.State.LIVE:
-            raise InvalidBookingState(f"This booking is a {locked.state} {locked.kind}; it cannot be released here.")
+            raise InvalidBookingState(f"Booking #{locked.pk} is a {locked.kind} booking in state “{locked.state}”; "
+                                      f"it cannot be released here.")
         locked.state = Booking.State.RELEASED
         locked.reason = reason
         locked.save(update_fields=["state", "reason"])
@@ -215,6 +237,7 @@ def host_enter_maintenance(*, host: Host, start: datetime, end: datetime, actor:
         raise InvalidRequest("The maintenance window has already ended.")
 
     def attempt() -> MaintenanceResult:
+        _take_turn(host.product_id)
         Host.objects.select_for_update().get(pk=host.pk)
         _expire_stale_holds(now)
         device_ids = list(host.devices.values_list("id", flat=True))

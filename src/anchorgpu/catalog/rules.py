@@ -52,13 +52,20 @@ def check_environment(product_name: str, product_stack: Stack | str, environment
         )
 
 
+def _whole(value) -> bool:
+    # 7.0, Decimal("2.5"), "2" or True must not slip through as a term or a quantity.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_term(days: int) -> int:
-    if days not in TERM_DAYS:
+    if not _whole(days) or days not in TERM_DAYS:
         raise RuleError(f"Terms are {', '.join(map(str, TERM_DAYS))} days; {days} is not one of them.")
     return days
 
 
 def check_quantity(quantity: int) -> int:
+    if not _whole(quantity):
+        raise RuleError("Quantity must be a whole number of units.")
     if quantity < 1:
         raise RuleError("Quantity must be at least 1.")
     if quantity > MAX_QUANTITY:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -66,6 +67,9 @@ class OfferQueryForm(forms.Form):
         start = self.cleaned_data.get("start")
         if start and start < timezone.now() - START_GRACE:
             raise forms.ValidationError(_("The start is in the past; leave it empty to start as soon as possible."))
+        horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
+        if start and start > timezone.now() + timedelta(days=horizon):
+            raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
         return start
 
     def clean_environment(self):
