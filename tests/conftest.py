@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-from urllib.parse import urlparse
 
 import pytest
 from django.conf import settings

@@ -9,8 +9,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 ANCHORGPU = [sys.executable, "-m", "anchorgpu.cli"]
 
 

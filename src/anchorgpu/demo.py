@@ -13,8 +13,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
-from anchorgpu.catalog.models import (Environment, Option, OptionPrice, PriceList, Product, ProductRate,
-                                      TermDiscount)
+from anchorgpu.catalog.models import Environment, Option, OptionPrice, PriceList, Product, ProductRate, TermDiscount
 from anchorgpu.fleet.models import Device, Host, Site
 
 PRODUCTS = [

@@ -7,7 +7,14 @@ from decimal import Decimal
 import pytest
 
 from anchorgpu.catalog.rules import (
-    MAX_QUANTITY, TERM_DAYS, RuleError, Stack, check_environment, check_quantity, check_term, environment_fits,
+    MAX_QUANTITY,
+    TERM_DAYS,
+    RuleError,
+    Stack,
+    check_environment,
+    check_quantity,
+    check_term,
+    environment_fits,
 )
 
 CUDA, ROCM, BLACKWELL = Stack.CUDA, Stack.ROCM, Stack.BLACKWELL

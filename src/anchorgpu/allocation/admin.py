@@ -14,6 +14,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from anchorgpu.admin_base import ReadOnlyModelAdmin
+
 from . import selectors, services
 from .errors import AllocationError
 from .models import Booking, BookingDevice
@@ -58,7 +60,7 @@ def _may_see_bookings(request) -> bool:
 
 
 @admin.register(Booking)
-class BookingAdmin(admin.ModelAdmin):
+class BookingAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "kind", "state", "target", "quantity", "period", "expires_at", "reference")
     list_display_links = ("id",)
     list_filter = ("kind", "state", "product", "host")
@@ -75,15 +77,6 @@ class BookingAdmin(admin.ModelAdmin):
     # Bookings are created and changed only by the allocation services, which
     # check availability and write the audit log. The admin shows them and
     # offers the one operator use case, "release", through a service.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
     def has_release_permission(self, request, obj=None):
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")

@@ -17,12 +17,12 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from anchorgpu.admin_base import ReadOnlyModelAdmin
 from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
 
 from .models import Device, Host, Site, validate_topology
-
 
 # --- sites -----------------------------------------------------------------
 
@@ -207,7 +207,7 @@ class MaintenanceForm(forms.Form):
 
 
 @admin.register(Device)
-class DeviceAdmin(admin.ModelAdmin):
+class DeviceAdmin(ReadOnlyModelAdmin):
     """Read-only: devices are added, renumbered and paired on their host's page,
     where the whole topology is checked at once."""
 
@@ -217,11 +217,3 @@ class DeviceAdmin(admin.ModelAdmin):
     search_fields = ("uid", "host__name")
     fields = ("host", "index", "uid", "nvlink_pair")
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

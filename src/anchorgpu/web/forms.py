@@ -117,13 +117,8 @@ class ProductQueryForm(OfferQueryForm):
             error_messages={"invalid_choice": _("Unknown option “%(value)s”.")})
 
     def clean_environment(self):
-        slug = self.cleaned_data.get("environment")
-        if not slug:
-            return None
-        env = Environment.objects.filter(slug=slug, is_active=True).first()
-        if env is None:
-            raise forms.ValidationError(_("Unknown software environment “%(slug)s”.") % {"slug": slug})
-        if not environment_fits(self.product.stack, env.stack):
+        env = super().clean_environment()
+        if env is not None and not environment_fits(self.product.stack, env.stack):
             raise forms.ValidationError(
                 _("The environment “%(env)s” is built for %(env_stack)s and cannot run on %(product)s (%(stack)s).")
                 % {"env": env.name, "env_stack": env.get_stack_display(), "product": self.product.name,
