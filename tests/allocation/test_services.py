@@ -542,3 +542,15 @@ def test_sqlite_has_the_overlap_triggers(vendor):
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'allocation_bookingdevice'")
         names = {row[0] for row in cursor.fetchall()}
     assert names == {"booking_slot_no_overlap_insert", "booking_slot_no_overlap_update"}
+
+
+def test_earliest_start_far_beyond_the_first_search_window(now):
+    """The selector reads a window of bookings first and widens it; the answer must not change."""
+    p = f.product()
+    (a, b) = devices_of(f.host(p, cards=2))
+    booked([a], now, now + 90 * DAY, product=p)
+    booked([b], now, now + 40 * DAY, product=p)
+    booked([b], now + 42 * DAY, now + 200 * DAY, product=p)  # a two-day gap: too short for 3 days
+    assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now, now=now) == now + 90 * DAY
+    assert selectors.earliest_start(p, quantity=2, term_days=30, not_before=now, now=now) == now + 200 * DAY
+    assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now + 300 * DAY, now=now) == now + 300 * DAY

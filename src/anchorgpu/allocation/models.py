@@ -36,7 +36,12 @@ class Booking(models.Model):
 
     class Meta:
         ordering = ["-starts_at", "-id"]
-        indexes = [models.Index(fields=["kind", "state", "expires_at"], name="booking_hold_expiry")]
+        indexes = [
+            models.Index(fields=["kind", "state", "expires_at"], name="booking_hold_expiry"),
+            # Live maintenance windows by host: a few rows among every booking ever made.
+            models.Index(fields=["host", "ends_at"], condition=Q(kind="maintenance", state="live"),
+                         name="booking_live_maintenance"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="booking_period_not_empty"),
             models.CheckConstraint(condition=~Q(kind="hold") | Q(expires_at__isnull=False), name="hold_has_expiry"),

@@ -39,7 +39,7 @@ def _maintenance_overlapping(period_start: datetime, period_end: datetime):
 
 
 def product_units(product: Product) -> list[Unit]:
-    rows = _bookable_devices(product).values_list("id", "host_id", "index", "nvlink_pair")
+    rows = _bookable_devices(product).order_by().values_list("id", "host_id", "index", "nvlink_pair")
     return units_from_devices(_values(rows), product.cards_per_unit)
 
 
@@ -51,23 +51,27 @@ def units_free(product: Product, period: Period, *, now: datetime | None = None)
     in_maintenance = _maintenance_overlapping(period.start, period.end).filter(host=OuterRef("host_id"))
     rows = (_bookable_devices(product)
             .filter(~Exists(busy), ~Exists(in_maintenance))
+            .order_by()
             .values_list("id", "host_id", "index", "nvlink_pair"))
     return units_from_devices(_values(rows), product.cards_per_unit)
 
 
-def busy_by_device(product: Product, *, after: datetime, now: datetime | None = None) -> dict[int, list[Period]]:
-    """Busy periods ending after ``after`` of every bookable device of the
-    product, including the maintenance windows of its hosts."""
+def busy_by_device(product: Product, *, after: datetime, before: datetime | None = None,
+                   now: datetime | None = None) -> dict[int, list[Period]]:
+    """Busy periods ending after ``after`` (and starting before ``before``,
+    if given) of every bookable device of the product, including the
+    maintenance windows of its hosts."""
     now = now or timezone.now()
     busy: dict[int, list[Period]] = defaultdict(list)
-    slots = (BookingDevice.objects.filter(_live_at(now), device__host__product=product,
+    until = Q() if before is None else Q(starts_at__lt=before)
+    slots = (BookingDevice.objects.filter(_live_at(now), until, device__host__product=product,
                                           device__host__status=Host.Status.ACTIVE, ends_at__gt=after)
              .values_list("device_id", "starts_at", "ends_at"))
     for device_id, start, end in slots:
         busy[device_id].append(Period(start, end))
-    windows = (Booking.objects.filter(kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE,
+    windows = (Booking.objects.filter(until, kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE,
                                       host__product=product, ends_at__gt=after)
-               .values_list("host_id", "starts_at", "ends_at"))
+               .order_by().values_list("host_id", "starts_at", "ends_at"))
     by_host: dict[int, list[Period]] = defaultdict(list)
     for host_id, start, end in windows:
         by_host[host_id].append(Period(start, end))
@@ -79,10 +83,24 @@ def busy_by_device(product: Product, *, after: datetime, now: datetime | None = 
 
 def earliest_start(product: Product, *, quantity: int, term_days: int, not_before: datetime,
                    now: datetime | None = None) -> datetime | None:
+    """The first start from ``not_before`` on with ``quantity`` units free
+    for the whole term. Reads the bookings of a window after ``not_before``
+    only, and a wider one when the answer does not fit inside it: bookings
+    past the window cannot move an answer whose term ends inside it."""
+    now = now or timezone.now()
     units = product_units(product)
-    busy = busy_by_device(product, after=not_before, now=now)
-    return search.earliest_start(units, busy, quantity=quantity, length=timedelta(days=term_days),
-                                 not_before=not_before)
+    length = timedelta(days=term_days)
+    window = length + max(length, timedelta(days=7))
+    while True:
+        horizon = not_before + window if window < _SEARCH_ALL else None
+        busy = busy_by_device(product, after=not_before, before=horizon, now=now)
+        found = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=not_before)
+        if found is None or horizon is None or found + length <= horizon:
+            return found
+        window = max(4 * window, 2 * (found + length - not_before))
+
+
+_SEARCH_ALL = timedelta(days=400)  # a window this wide reads every booking
 
 
 def live_slots_overlapping(device_ids, period: Period, *, now: datetime):

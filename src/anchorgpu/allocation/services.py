@@ -90,10 +90,10 @@ def _take_turn(product_id: int) -> None:
 
 def _retrying(attempt_once):
     last: Exception | None = None
-    for _ in range(MAX_ATTEMPTS):
+    for number in range(MAX_ATTEMPTS):
         try:
             with transaction.atomic():
-                return attempt_once()
+                return attempt_once(retry=number > 0)
         except (IntegrityError, OperationalError) as exc:
             if not _is_conflict(exc):
                 raise
@@ -125,9 +125,10 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
         raise InvalidRequest("A hold must last at least one minute.")
     expires_at = now + timedelta(minutes=minutes)
 
-    def attempt() -> Booking:
+    def attempt(retry: bool) -> Booking:
         _take_turn(product.pk)
-        _expire_stale_holds(now)
+        if retry:  # reads ignore stale holds by time; only the constraint still sees their rows
+            _expire_stale_holds(now)
         free = selectors.units_free(product, period, now=now)
         try:
             chosen = placement.place(free, quantity)
@@ -236,7 +237,7 @@ def host_enter_maintenance(*, host: Host, start: datetime, end: datetime, actor:
     if window.end <= now:
         raise InvalidRequest("The maintenance window has already ended.")
 
-    def attempt() -> MaintenanceResult:
+    def attempt(retry: bool) -> MaintenanceResult:
         _take_turn(host.product_id)
         Host.objects.select_for_update().get(pk=host.pk)
         _expire_stale_holds(now)

@@ -12,9 +12,8 @@ from typing import Sequence
 
 from django.utils import timezone
 
-from anchorgpu.allocation import search
 from anchorgpu.allocation.periods import Period
-from anchorgpu.allocation.selectors import busy_by_device, product_units
+from anchorgpu.allocation.selectors import earliest_start, product_units, units_free
 
 from . import pricing
 from .models import Environment, Product
@@ -81,10 +80,8 @@ def offer_for(product: Product, *, term_days: int, quantity: int, not_before: da
     start = max(now, not_before) if not_before else now
     prices = prices or _current_prices(now)
     units = product_units(product)
-    busy = busy_by_device(product, after=now, now=now)
-    length = timedelta(days=term_days)
-    free_now = search.free_units(units, busy, Period(now, now + length))
-    earliest = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=start)
+    free_now = units_free(product, Period(now, now + timedelta(days=term_days)), now=now)
+    earliest = earliest_start(product, quantity=quantity, term_days=term_days, not_before=start, now=now)
     return Offer(product=product, term_days=term_days, quantity=quantity, units_total=len(units),
                  units_free_now=len(free_now), earliest_start=earliest,
                  prices=_prices(prices, product, quantity, options),
