@@ -11,5 +11,6 @@ urlpatterns = [
 ]
 urlpatterns += i18n_patterns(path("", include("anchorgpu.web.urls")))
 
+handler400 = "anchorgpu.web.views.bad_request"
 handler404 = "anchorgpu.web.views.not_found"
 handler500 = "anchorgpu.web.views.server_error"

@@ -151,7 +151,7 @@ def test_single_cards_many_workers_exactly_capacity_is_granted():
 
 def test_lots_many_workers_take_whole_pairs_only():
     b200 = f.product("b200", cards_per_unit=2, stack="blackwell", name="B200 lot")
-    full = f.host(b200, cards=8)    # 4 pairs
+    f.host(b200, cards=8)    # 4 whole pairs
     partly = f.host(b200, cards=4)  # 2 pairs, one of them missing a card for the whole race
     base = f.now_minute() + HOUR
     lone_busy = partly.devices.get(index=0)

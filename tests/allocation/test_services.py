@@ -554,3 +554,17 @@ def test_earliest_start_far_beyond_the_first_search_window(now):
     assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now, now=now) == now + 90 * DAY
     assert selectors.earliest_start(p, quantity=2, term_days=30, not_before=now, now=now) == now + 200 * DAY
     assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now + 300 * DAY, now=now) == now + 300 * DAY
+
+
+def test_maintenance_longer_than_the_limit_is_refused(now):
+    h = f.host(f.product(), cards=1)
+    with pytest.raises(InvalidRequest, match="at most 730 days"):
+        services.host_enter_maintenance(host=h, start=now, end=now + 731 * DAY, actor="ops", reason="gone", now=now)
+
+
+def test_earliest_start_beyond_the_booking_horizon_is_none(now):
+    p = f.product()
+    (device,) = devices_of(f.host(p, cards=1))
+    booked([device], now, now + 400 * DAY, product=p)
+    assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now, now=now) is None
+    assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=now + 366 * DAY, now=now) is None

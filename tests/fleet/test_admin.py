@@ -236,12 +236,33 @@ def test_deleting_a_booked_device_is_refused(admin_client):
     assert h.devices.count() == 1
 
 
-def test_host_status_is_an_ordinary_field(admin_client):
+def test_host_status_changes_are_audited(admin_client):
     h = f.host(f.product(), cards=2)
     response = admin_client.post(_url(Host, "change", h.pk), _host_post(h, _rows(h), status="retired"))
     assert response.status_code == 302
     h.refresh_from_db()
     assert h.status == Host.Status.RETIRED
+    entry = AuditEntry.objects.get(action="host_change", object_id=str(h.pk))
+    assert (entry.from_state, entry.to_state, entry.data["changed"]) == ("active", "retired", ["status"])
+
+
+def test_inventory_changes_that_would_strand_a_booking_are_refused(admin_client):
+    p = f.product()
+    h = f.host(p, cards=2, paired=True)
+    paid = services.hold_confirm(booking=services.hold_place(product=p, quantity=1, start=f.now_minute(),
+                                                             term_days=3, reference="ORD-7"))
+    for changes in ({"status": "retired"}, {"status": "maintenance"}, {"product": f.product().pk}):
+        response = admin_client.post(_url(Host, "change", h.pk), _host_post(h, _rows(h), **changes))
+        assert response.status_code == 200, changes
+        assert "would be stranded" in response.content.decode() and "ORD-7" in response.content.decode()
+    rows = [(d, d.index, d.uid, None, False) for d in h.devices.order_by("index")]
+    response = admin_client.post(_url(Host, "change", h.pk), _host_post(h, rows))
+    assert "would be stranded" in response.content.decode()
+    h.refresh_from_db()
+    assert h.status == "active" and list(h.devices.values_list("nvlink_pair", flat=True)) == [0, 0]
+    services.booking_release(booking=paid, actor="ops", reason="moved to another host")
+    response = admin_client.post(_url(Host, "change", h.pk), _host_post(h, _rows(h), status="retired"))
+    assert response.status_code == 302
 
 
 # --- maintenance -------------------------------------------------------------

@@ -147,3 +147,53 @@ def test_unknown_product_and_method(client, demo_shop):
     assert response["Allow"] == "GET, HEAD"
     Product.objects.update(is_active=False)
     assert client.get("/api/v1/offers").json() == []
+
+
+@pytest.mark.parametrize("offset", ["+23:59", "-23:59:59", "+05:30", "-00:00"])
+def test_any_time_zone_offset_is_read_as_utc(client, demo_shop, offset):
+    when = (timezone.now() + timedelta(days=20)).replace(microsecond=0)
+    local = when.astimezone(timezone.get_fixed_timezone(0)).strftime("%Y-%m-%dT%H:%M:%S")
+    from datetime import datetime
+    stamp = datetime.fromisoformat(local + offset)  # the same wall time in another zone
+    response = client.get("/api/v1/offers", {"term": 7, "quantity": 1, "start": local + offset})
+    h200 = _by_slug(response)["h200-141gb"]
+    assert h200["earliest_start"].endswith("Z")
+    assert datetime.fromisoformat(h200["earliest_start"]) == stamp
+    detail = client.get("/api/v1/offers/h200-141gb", {"start": local + offset})
+    assert detail.status_code == 200 and detail.json()["earliest_start"].endswith("Z")
+    assert client.get("/en/", {"start": local + offset}).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/v1/offers/%00", "/api/v1/offers/h100%00", "/api/v1/offers/%E2%82%AC",
+                                  "/api/v1/offers/" + "x" * 5000])
+def test_odd_product_paths_are_404_json(client, demo_shop, path):
+    _error(client.get(path), status=404)
+
+
+def test_unreadable_request_is_a_json_400(client, demo_shop):
+    query = "&".join(f"p{i}=1" for i in range(1500))  # over Django's field limit
+    error = _error(client.get("/api/v1/offers?" + query))
+    assert error["code"] in {"bad_request", "invalid_request"}
+
+
+def test_a_far_future_maintenance_window_does_not_break_the_catalog(client, demo_shop):
+    from anchorgpu.allocation.models import Booking, BookingDevice
+    from anchorgpu.fleet.models import Host
+    host = Host.objects.filter(product__slug="h200-141gb").first()
+    start, end = timezone.now(), timezone.datetime(9999, 12, 31, tzinfo=timezone.get_fixed_timezone(0))
+    booking = Booking.objects.create(kind="maintenance", host=host, starts_at=start, ends_at=end, reason="legacy row")
+    BookingDevice.objects.bulk_create([BookingDevice(booking=booking, device=d, starts_at=start, ends_at=end)
+                                       for d in host.devices.all()])
+    offers = _by_slug(client.get("/api/v1/offers?term=30&quantity=16"))
+    assert offers["h200-141gb"]["earliest_start"] is None  # half the H200 fleet is gone for good
+    assert offers["h200-141gb"]["units_total"] == 16
+    assert client.get("/en/?term=30&quantity=16").status_code == 200
+
+
+def test_totals_round_to_the_currency_minor_unit(client, db):
+    p = f.product("yen-gpu")
+    f.host(p, cards=1)
+    f.price_list({p: "123.4567"}, currency="JPY", discounts={3: "0", 7: "5", 30: "15"})
+    offer = _by_slug(client.get("/api/v1/offers?term=7&quantity=1"))["yen-gpu"]
+    assert offer["currency"] == "JPY"
+    assert offer["price"]["7"] == str((Decimal("123.4567") * 168 * Decimal("0.95")).quantize(Decimal("1")))

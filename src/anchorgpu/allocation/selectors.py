@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from anchorgpu.catalog.models import Product
 from anchorgpu.fleet.models import Device, Host
 
-from . import search
+from . import rules, search
 from .models import Booking, BookingDevice
 from .periods import Period
 from .units import Device as DeviceValue
@@ -84,26 +85,45 @@ def busy_by_device(product: Product, *, after: datetime, before: datetime | None
 def earliest_start(product: Product, *, quantity: int, term_days: int, not_before: datetime,
                    now: datetime | None = None) -> datetime | None:
     """The first start from ``not_before`` on with ``quantity`` units free
-    for the whole term. Reads the bookings of a window after ``not_before``
-    only, and a wider one when the answer does not fit inside it: bookings
-    past the window cannot move an answer whose term ends inside it."""
+    for the whole term, or None when there is none within the booking
+    horizon (bookings may start at most that many days from now).
+
+    Reads the bookings of a window after ``not_before`` only, and a wider one
+    when the answer does not fit inside it: bookings past the window cannot
+    move an answer whose term ends inside it."""
     now = now or timezone.now()
+    latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
+    if not_before > latest:
+        return None
     units = product_units(product)
     length = timedelta(days=term_days)
+    limit = latest + length  # bookings starting later cannot matter
     window = length + max(length, timedelta(days=7))
     while True:
-        horizon = not_before + window if window < _SEARCH_ALL else None
+        horizon = min(not_before + window, limit)
         busy = busy_by_device(product, after=not_before, before=horizon, now=now)
         found = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=not_before)
-        if found is None or horizon is None or found + length <= horizon:
+        if found is None or found > latest:
+            return None
+        if found + length <= horizon:  # always true once horizon == limit
             return found
         window = max(4 * window, 2 * (found + length - not_before))
-
-
-_SEARCH_ALL = timedelta(days=400)  # a window this wide reads every booking
 
 
 def live_slots_overlapping(device_ids, period: Period, *, now: datetime):
     return (BookingDevice.objects.filter(_live_at(now), device_id__in=device_ids,
                                          starts_at__lt=period.end, ends_at__gt=period.start)
             .select_related("booking"))
+
+
+def live_customer_bookings(*, host_id: int | None = None, device_ids=None, now: datetime | None = None):
+    """Holds and confirmed terms still to run (not ended, not expired) on a
+    host or on some devices: what an inventory change would strand."""
+    now = now or timezone.now()
+    slots = BookingDevice.objects.filter(_live_at(now), ends_at__gt=now,
+                                         booking__kind__in=[Booking.Kind.HOLD, Booking.Kind.CONFIRMED])
+    if host_id is not None:
+        slots = slots.filter(device__host_id=host_id)
+    if device_ids is not None:
+        slots = slots.filter(device_id__in=list(device_ids))
+    return Booking.objects.filter(pk__in=slots.values("booking_id")).order_by("starts_at", "pk")

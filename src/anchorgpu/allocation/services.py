@@ -31,7 +31,7 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import RuleError, check_quantity, check_term
 from anchorgpu.fleet.models import Host
 
-from . import placement, selectors
+from . import placement, rules, selectors
 from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable
 from .models import Booking, BookingDevice
 from .periods import Period, PeriodError
@@ -39,9 +39,6 @@ from .periods import Period, PeriodError
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 64
-# A start a little in the past is clock skew between browser, API client and
-# server, not a request to book the past.
-START_GRACE = timedelta(minutes=5)
 
 _OVERLAP_MARKERS = ("booking_slot_no_overlap", "booking overlap")
 _RETRYABLE_SQLSTATES = {"23P01", "40P01", "40001"}  # exclusion, deadlock, serialization
@@ -115,10 +112,11 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
     if not product.is_active:
         raise InvalidRequest(f"{product.name} is not on sale.")
     period = _period(start, start + timedelta(days=term_days))
-    if period.start < now - START_GRACE:
-        raise InvalidRequest("The start is in the past; choose now or a later date.")
     horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
-    if period.start > now + timedelta(days=horizon):
+    problem = rules.start_problem(period.start, now=now, horizon_days=horizon)
+    if problem is rules.StartProblem.PAST:
+        raise InvalidRequest("The start is in the past; choose now or a later date.")
+    if problem is rules.StartProblem.BEYOND_HORIZON:
         raise InvalidRequest(f"Bookings can start at most {horizon} days ahead.")
     minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
     if minutes < 1:
@@ -236,6 +234,9 @@ def host_enter_maintenance(*, host: Host, start: datetime, end: datetime, actor:
     window = _period(start, end)
     if window.end <= now:
         raise InvalidRequest("The maintenance window has already ended.")
+    if window.end - max(window.start, now) > rules.MAX_MAINTENANCE:
+        raise InvalidRequest(f"A maintenance window lasts at most {rules.MAX_MAINTENANCE.days} days; "
+                             "retire a host that is out for longer.")
 
     def attempt(retry: bool) -> MaintenanceResult:
         _take_turn(host.product_id)

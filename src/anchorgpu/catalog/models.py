@@ -3,7 +3,9 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from .rules import TERM_DAYS, Stack
 
@@ -12,7 +14,12 @@ STACK_CHOICES = [
     (Stack.ROCM.value, _("ROCm")),
     (Stack.BLACKWELL.value, _("CUDA, Blackwell-ready build")),
 ]
-TERM_CHOICES = [(days, _("%(days)d days") % {"days": days}) for days in TERM_DAYS]
+def _term_label(days: int) -> str:
+    return ngettext("%(days)d day", "%(days)d days", days) % {"days": days}
+
+
+# Lazy, so each request shows the label in its own language.
+TERM_CHOICES = [(days, lazy(_term_label, str)(days)) for days in TERM_DAYS]
 
 
 class Product(models.Model):

@@ -14,6 +14,14 @@ from typing import Mapping, Sequence
 from .rules import RuleError, check_quantity, check_term
 
 HOURS_PER_DAY = 24
+# ISO 4217 currencies whose minor unit is not a hundredth; all others use 0.01.
+_MINOR_UNIT_EXPONENT = {"JPY": 0, "KRW": 0, "CLP": 0, "ISK": 0, "VND": 0, "HUF": 2,
+                        "BHD": 3, "KWD": 3, "OMR": 3, "JOD": 3, "TND": 3, "IQD": 3, "LYD": 3}
+
+
+def minor_unit(currency: str) -> Decimal:
+    """The smallest amount of ``currency`` a total is rounded to."""
+    return Decimal(1).scaleb(-_MINOR_UNIT_EXPONENT.get(currency.upper(), 2))
 
 
 @dataclass(frozen=True)

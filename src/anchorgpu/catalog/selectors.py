@@ -41,6 +41,7 @@ def price_list_current(*, at: datetime | None = None) -> pricing.PriceList:
         entry["prices"][op.term_days] = op.price
     return pricing.PriceList(
         currency=row.currency,
+        minor_unit=pricing.minor_unit(row.currency),
         rate_per_card_hour={r.product.slug: r.rate_per_card_hour for r in row.rates.all()},
         term_discount_percent={d.term_days: d.percent for d in row.discounts.all()},
         options={

@@ -18,9 +18,11 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.allocation import selectors as allocation_selectors
 from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
+from anchorgpu.audit.services import audit_record
 
 from .models import Device, Host, Site, validate_topology
 
@@ -43,6 +45,32 @@ class SiteAdmin(admin.ModelAdmin):
 # --- hosts and their devices -----------------------------------------------
 
 
+def _stranded_message(bookings) -> str:
+    refs = ", ".join(f"#{b.pk}{f' ({b.reference})' if b.reference else ''}" for b in bookings[:10])
+    return _("%(count)d live booking(s) would be stranded: %(refs)s. Move or release them first; for a planned "
+             "window, use “Schedule maintenance”.") % {"count": len(bookings), "refs": refs}
+
+
+class HostAdminForm(forms.ModelForm):
+    """Refuses inventory changes that would strand a hold or a paid term."""
+
+    class Meta:
+        model = Host
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        host = self.instance
+        if host.pk is None:
+            return cleaned
+        leaves_sale = "status" in self.changed_data and cleaned.get("status") != Host.Status.ACTIVE
+        if leaves_sale or "product" in self.changed_data:
+            bookings = list(allocation_selectors.live_customer_bookings(host_id=host.pk))
+            if bookings:
+                raise ValidationError(_stranded_message(bookings))
+        return cleaned
+
+
 class DeviceInlineFormSet(forms.BaseInlineFormSet):
     """Checks the host's NVLink topology across all its devices at once."""
 
@@ -50,6 +78,12 @@ class DeviceInlineFormSet(forms.BaseInlineFormSet):
         super().clean()
         if any(self.errors):
             return  # the rows' own errors first; their values are not trustworthy yet
+        repaired = [form.instance.pk for form in self.forms
+                    if form.instance.pk is not None and "nvlink_pair" in form.changed_data]
+        if repaired:
+            bookings = list(allocation_selectors.live_customer_bookings(device_ids=repaired))
+            if bookings:
+                raise ValidationError(_stranded_message(bookings))
         pairs = []
         for form in self.forms:
             if not form.has_changed() and form.instance.pk is None:
@@ -72,6 +106,7 @@ class DeviceInline(admin.TabularInline):
 
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
+    form = HostAdminForm
     list_display = ("name", "site", "product", "status", "device_count")
     list_filter = ("site", "product", "status")
     list_select_related = ("site", "product")
@@ -82,6 +117,13 @@ class HostAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_device_count=Count("devices"))
+
+    def save_model(self, request, obj, form, change):
+        before = Host.objects.filter(pk=obj.pk).values_list("status", flat=True).first() if change else ""
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="host_change" if change else "host_add", obj=obj,
+                         from_state=before or "", to_state=obj.status, data={"changed": form.changed_data})
 
     @admin.display(description=_("devices"), ordering="_device_count")
     def device_count(self, obj):

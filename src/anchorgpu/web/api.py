@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timezone as dt_timezone
 from functools import wraps
 
 from django.http import JsonResponse
@@ -28,7 +29,7 @@ def read_only(view):
 
 
 def _iso(moment):
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return moment.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z") if moment else None
 
 
 def _offer_json(offer) -> dict:
@@ -86,5 +87,5 @@ def offer_detail(request, slug: str):
 
 urlpatterns = [
     path("offers", offers, name="api-offers"),
-    path("offers/<str:slug>", offer_detail, name="api-offer-detail"),
+    path("offers/<slug:slug>", offer_detail, name="api-offer-detail"),
 ]

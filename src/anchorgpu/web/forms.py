@@ -3,17 +3,16 @@ by the pages and the JSON API so both give the same messages."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import timezone as dt_timezone
 
 from django import forms
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from anchorgpu.allocation.rules import StartProblem, start_problem
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
-
-START_GRACE = timedelta(minutes=5)
 
 
 class OfferQueryForm(forms.Form):
@@ -65,10 +64,14 @@ class OfferQueryForm(forms.Form):
 
     def clean_start(self):
         start = self.cleaned_data.get("start")
-        if start and start < timezone.now() - START_GRACE:
-            raise forms.ValidationError(_("The start is in the past; leave it empty to start as soon as possible."))
+        if start is None:
+            return None
+        start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
         horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
-        if start and start > timezone.now() + timedelta(days=horizon):
+        problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
+        if problem is StartProblem.PAST:
+            raise forms.ValidationError(_("The start is in the past; leave it empty to start as soon as possible."))
+        if problem is StartProblem.BEYOND_HORIZON:
             raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
         return start
 

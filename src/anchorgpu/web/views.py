@@ -52,6 +52,13 @@ def not_found(request, exception=None):
     return render(request, "404.html", status=404)
 
 
+def bad_request(request, exception=None):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"code": "bad_request", "message": "The request could not be read."}},
+                            status=400)
+    return render(request, "400.html", status=400)
+
+
 def server_error(request):
     if request.path.startswith("/api/"):
         return JsonResponse({"error": {"code": "server_error", "message": "Something failed on our side; "
