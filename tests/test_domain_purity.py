@@ -1,0 +1,22 @@
+"""The domain core stays free of Django: it imports and runs without it."""
+
+import subprocess
+import sys
+
+PURE_MODULES = [
+    "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
+    "anchorgpu.allocation.placement", "anchorgpu.allocation.rules", "anchorgpu.catalog.rules",
+    "anchorgpu.catalog.pricing", "anchorgpu.orders.states", "anchorgpu.payments.evaluation",
+]
+
+
+def test_domain_modules_import_without_django():
+    code = ("import sys\n"
+            f"for name in {PURE_MODULES!r}:\n"
+            "    __import__(name)\n"
+            "leaked = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
+            "print(','.join(leaked))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"Django imported by the domain core: {done.stdout.strip()}"
