@@ -6,7 +6,8 @@ import sys
 PURE_MODULES = [
     "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
     "anchorgpu.allocation.placement", "anchorgpu.allocation.rules", "anchorgpu.catalog.rules",
-    "anchorgpu.catalog.pricing", "anchorgpu.orders.states", "anchorgpu.payments.evaluation",
+    "anchorgpu.catalog.pricing", "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys",
+    "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts",
 ]
 
 
