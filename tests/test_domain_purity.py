@@ -5,9 +5,11 @@ import sys
 
 PURE_MODULES = [
     "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
-    "anchorgpu.allocation.placement", "anchorgpu.allocation.rules", "anchorgpu.catalog.rules",
-    "anchorgpu.catalog.pricing", "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning", "anchorgpu.payments.txids",
+    "anchorgpu.allocation.placement", "anchorgpu.allocation.rules",
+    "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing",
+    "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",
+    "anchorgpu.payments.txids",
 ]
 
 
