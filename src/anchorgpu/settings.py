@@ -5,7 +5,10 @@ ANCHORGPU_DATA_DIR                       where the SQLite file lives (default: .
 ANCHORGPU_SECRET_KEY                     required in production
 ANCHORGPU_DEBUG                          "1" for development error pages
 ANCHORGPU_ALLOWED_HOSTS                  comma-separated host names
-ANCHORGPU_HOLD_MINUTES                   how long a hold lasts during the payment window (60)
+ANCHORGPU_HOLD_MINUTES                   how long a hold lasts when no quote sets it (60)
+ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
+ANCHORGPU_FROM_EMAIL                     sender of the customer emails
+ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
 """
 
 from __future__ import annotations
@@ -39,10 +42,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django_countries",
     "anchorgpu.audit",
     "anchorgpu.catalog",
     "anchorgpu.fleet",
     "anchorgpu.allocation",
+    "anchorgpu.payments",
+    "anchorgpu.orders",
+    "anchorgpu.billing",
     "anchorgpu.web",
 ]
 
@@ -140,6 +147,25 @@ STORAGES = {
 # Serve straight from the app folders when collectstatic has not run (dev).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# Email: printed to the console unless an SMTP host is set.
+ANCHORGPU_SITE_URL = os.environ.get("ANCHORGPU_SITE_URL", "http://127.0.0.1:8000")
+DEFAULT_FROM_EMAIL = os.environ.get("ANCHORGPU_FROM_EMAIL", "AnchorGPU <orders@anchorgpu.example>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+if os.environ.get("ANCHORGPU_EMAIL_HOST"):
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = os.environ["ANCHORGPU_EMAIL_HOST"]
+    EMAIL_PORT = int(os.environ.get("ANCHORGPU_EMAIL_PORT", "587"))
+    EMAIL_HOST_USER = os.environ.get("ANCHORGPU_EMAIL_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("ANCHORGPU_EMAIL_PASSWORD", "")
+    EMAIL_USE_TLS = _flag("ANCHORGPU_EMAIL_TLS", default=True)
+    EMAIL_TIMEOUT = 20
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "orders"
+LOGOUT_REDIRECT_URL = "catalog"
 
 LOGGING = {
     "version": 1,

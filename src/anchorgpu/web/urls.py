@@ -1,8 +1,16 @@
-from django.urls import path
+from django.urls import include, path
 
-from . import views
+from . import order_views, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
     path("products/<slug:slug>/", views.product_detail, name="product"),
+    path("account/", include("anchorgpu.web.account_urls")),
+    path("checkout/<slug:slug>/", order_views.checkout, name="checkout"),
+    path("orders/", order_views.order_list, name="orders"),
+    path("orders/<str:reference>/", order_views.order_detail, name="order"),
+    path("orders/<str:reference>/paid/", order_views.order_claim_payment, name="order_claim_payment"),
+    path("orders/<str:reference>/cancel/", order_views.order_cancel, name="order_cancel"),
+    path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
+    path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
 ]

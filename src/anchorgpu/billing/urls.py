@@ -1,0 +1,3 @@
+"""Invoice and credit-note downloads for the customer who owns the order."""
+
+urlpatterns: list = []

@@ -1,0 +1,160 @@
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+from django_countries.fields import CountryField
+
+from anchorgpu.allocation.models import Booking
+from anchorgpu.catalog.models import Environment, Product
+
+from .provisioning import Step
+from .states import OrderState
+
+STATE_LABELS = {
+    OrderState.AWAITING_PAYMENT: _("awaiting payment"),
+    OrderState.PAYMENT_CLAIMED: _("payment being checked"),
+    OrderState.PAID: _("paid"),
+    OrderState.PROVISIONING: _("preparing access"),
+    OrderState.ACTIVE: _("active"),
+    OrderState.COMPLETED: _("completed"),
+    OrderState.EXPIRED: _("expired"),
+    OrderState.CANCELLED: _("cancelled"),
+    OrderState.UNDERPAID: _("underpaid"),
+    OrderState.PAID_LATE: _("paid after expiry"),
+    OrderState.REFUNDED: _("refunded"),
+    OrderState.FAILED: _("failed"),
+}
+STATE_CHOICES = [(state.value, STATE_LABELS[state]) for state in OrderState]
+
+# No 0/O or 1/I/L: references are read out over the phone and typed by hand.
+_REFERENCE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+
+
+def new_reference() -> str:
+    return "AG-" + "".join(secrets.choice(_REFERENCE_ALPHABET) for _ in range(8))
+
+
+class Order(models.Model):
+    reference = models.CharField(_("reference"), max_length=16, unique=True, default=new_reference)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
+    state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES,
+                             default=OrderState.AWAITING_PAYMENT.value, db_index=True)
+    language = models.CharField(_("language"), max_length=8, default="en")
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
+    quantity = models.PositiveIntegerField(_("units"))
+    term_days = models.PositiveSmallIntegerField(_("term (days)"))
+    start_asap = models.BooleanField(_("as soon as possible"), default=False)
+    starts_at = models.DateTimeField(_("term starts"))
+    ends_at = models.DateTimeField(_("term ends"))
+    environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="+")
+    option_slugs = models.JSONField(_("options"), default=list, blank=True)
+    booking = models.OneToOneField(Booking, on_delete=models.PROTECT, null=True, blank=True, related_name="order")
+
+    currency = models.CharField(_("currency"), max_length=3)
+    lines = models.JSONField(_("price lines"), default=list)
+    fiat_total = models.DecimalField(_("total"), max_digits=14, decimal_places=2)
+
+    name = models.CharField(_("name"), max_length=120)
+    email = models.EmailField(_("email"))
+    company = models.CharField(_("company"), max_length=120, blank=True)
+    country = CountryField(_("country"))
+    billing_address = models.TextField(_("billing address"), max_length=500, blank=True)
+    vat_id = models.CharField(_("VAT id"), max_length=20, blank=True)
+
+    claimed_txid = models.CharField(_("transaction id given by the customer"), max_length=80, blank=True)
+    claimed_at = models.DateTimeField(_("“I've paid” pressed"), null=True, blank=True)
+    paid_at = models.DateTimeField(_("paid"), null=True, blank=True)
+    excess = models.JSONField(_("overpayment"), default=dict, blank=True,
+                              help_text=_("Base units received above the quote, for a refund or credit."))
+    refund_due = models.BooleanField(_("refund due"), default=False)
+    refund_address = models.CharField(_("refund address given by the customer"), max_length=100, blank=True)
+
+    provisioner = models.CharField(_("provisioner"), max_length=40, blank=True)
+    access_host = models.CharField(_("SSH host"), max_length=200, blank=True)
+    access_port = models.PositiveIntegerField(_("SSH port"), null=True, blank=True)
+    access_user = models.CharField(_("SSH user"), max_length=64, blank=True)
+    provisioning_attempts = models.PositiveSmallIntegerField(_("failed provisioning attempts"), default=0)
+    last_error = models.TextField(_("last provisioning error"), blank=True)
+    end_warned_at = models.DateTimeField(_("end-of-term warning sent"), null=True, blank=True)
+
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "created_at"], name="order_state_age"),
+            models.Index(fields=["user", "-created_at"], name="order_by_user"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="order_term_not_empty"),
+            models.CheckConstraint(condition=Q(quantity__gte=1), name="order_quantity_positive"),
+        ]
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
+
+    def __str__(self) -> str:
+        return self.reference
+
+    @property
+    def order_state(self) -> OrderState:
+        return OrderState(self.state)
+
+    @property
+    def state_label(self) -> str:
+        return STATE_LABELS[self.order_state]
+
+    @property
+    def cards(self) -> int:
+        return self.quantity * self.product.cards_per_unit
+
+
+class OrderKey(models.Model):
+    """An SSH public key to install for the order, as parsed at checkout."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="ssh_keys")
+    key_type = models.CharField(_("type"), max_length=64)
+    fingerprint = models.CharField(_("fingerprint"), max_length=80)
+    comment = models.CharField(_("comment"), max_length=200, blank=True)
+    public_key = models.TextField(_("public key"))
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["order", "fingerprint"], name="order_key_once")]
+        verbose_name = _("SSH key")
+        verbose_name_plural = _("SSH keys")
+
+    def __str__(self) -> str:
+        return f"{self.key_type} {self.fingerprint}"
+
+
+STEP_LABELS = {
+    Step.ALLOCATE_DEVICES: _("Allocate the cards"),
+    Step.PREPARE_ENVIRONMENT: _("Prepare the software environment"),
+    Step.INSTALL_SSH_KEYS: _("Install your SSH keys"),
+    Step.HEALTH_CHECK: _("Health check"),
+    Step.DELIVER_ACCESS: _("Deliver access"),
+}
+STEP_CHOICES = [(step.value, STEP_LABELS[step]) for step in Step] + [("wipe", _("Wipe the disks"))]
+
+
+class ProvisioningStep(models.Model):
+    """A finished step of access preparation (or the wipe at the term's end).
+    One row per order and step: a step is recorded once, when it finished."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="steps")
+    step = models.CharField(_("step"), max_length=32, choices=STEP_CHOICES)
+    finished_at = models.DateTimeField(_("finished"))
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
+
+    class Meta:
+        ordering = ["finished_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["order", "step"], name="provisioning_step_once")]
+        verbose_name = _("provisioning step")
+        verbose_name_plural = _("provisioning steps")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.step}"

@@ -1,0 +1,223 @@
+from decimal import Decimal
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from .addresses import Scheme
+from .fields import BaseUnitsField
+
+SCHEME_CHOICES = [
+    (Scheme.BTC.value, _("Bitcoin (BIP84, native SegWit)")),
+    (Scheme.BTC_TESTNET.value, _("Bitcoin testnet (BIP84)")),
+    (Scheme.EVM.value, _("EVM (BIP44, coin 60)")),
+]
+
+
+class Asset(models.Model):
+    """A crypto asset on one network that the shop accepts."""
+
+    code = models.SlugField(_("code"), unique=True, help_text=_("Stable identifier, e.g. btc, eth, usdc-ethereum."))
+    symbol = models.CharField(_("symbol"), max_length=12)
+    name = models.CharField(_("name"), max_length=80)
+    network = models.CharField(_("network"), max_length=40, help_text=_("e.g. bitcoin, ethereum, sepolia."))
+    network_name = models.CharField(_("network name"), max_length=80)
+    scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES)
+    chain_id = models.PositiveIntegerField(_("EVM chain id"), null=True, blank=True)
+    decimals = models.PositiveSmallIntegerField(_("decimal places"), validators=[MaxValueValidator(30)])
+    contract = models.CharField(_("token contract"), max_length=42, blank=True,
+                                help_text=_("ERC-20 contract address; empty for the network's own coin."))
+    confirmations_required = models.PositiveSmallIntegerField(_("confirmations required"), default=1)
+    tolerance_bps = models.PositiveSmallIntegerField(
+        _("tolerance (basis points)"), default=0, validators=[MaxValueValidator(500)],
+        help_text=_("How far short of the quote a payment may be and still count as paid; 100 = 1 %."))
+    position = models.PositiveSmallIntegerField(_("position"), default=0)
+    is_active = models.BooleanField(_("accepted"), default=True)
+
+    class Meta:
+        ordering = ["position", "code"]
+        verbose_name = _("crypto asset")
+        verbose_name_plural = _("crypto assets")
+        constraints = [
+            models.CheckConstraint(condition=Q(scheme="evm") | Q(contract=""), name="asset_token_only_on_evm"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.symbol} ({self.network_name})"
+
+    @property
+    def chain(self) -> str:
+        """The transaction-id family: "btc" or "evm"."""
+        return "evm" if self.scheme == Scheme.EVM else "btc"
+
+    @property
+    def is_token(self) -> bool:
+        return bool(self.contract)
+
+    def tolerance_for(self, amount: int) -> int:
+        return min(amount * self.tolerance_bps // 10_000, max(amount - 1, 0))
+
+
+class DepositKey(models.Model):
+    """The operator's account-level extended PUBLIC key for one address scheme,
+    and the next unused address index. The private key stays with the operator."""
+
+    scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES, unique=True)
+    extended_public_key = models.CharField(_("extended public key"), max_length=200,
+                                           help_text=_("Account level (m/purpose'/coin'/account'): a zpub for "
+                                                       "Bitcoin, an xpub for EVM networks. Never a private key."))
+    next_index = models.PositiveIntegerField(_("next address index"), default=0)
+    label = models.CharField(_("label"), max_length=80, blank=True)
+
+    class Meta:
+        verbose_name = _("deposit key")
+        verbose_name_plural = _("deposit keys")
+
+    def __str__(self) -> str:
+        return f"{self.get_scheme_display()} · {self.extended_public_key[:12]}…"
+
+
+class Rate(models.Model):
+    """What one whole coin of an asset costs in a fiat currency, entered by the
+    operator (or a feed later). A quote locks the newest fresh one."""
+
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="rates")
+    currency = models.CharField(_("currency"), max_length=3)
+    price = models.DecimalField(_("price of one coin"), max_digits=24, decimal_places=8,
+                                validators=[MinValueValidator(Decimal("0.00000001"))])
+    source = models.CharField(_("source"), max_length=120, help_text=_("Where the figure comes from."))
+    observed_at = models.DateTimeField(_("observed at"))
+    entered_by = models.CharField(_("entered by"), max_length=150, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-observed_at", "-id"]
+        indexes = [models.Index(fields=["asset", "currency", "-observed_at"], name="rate_latest")]
+        verbose_name = _("exchange rate")
+        verbose_name_plural = _("exchange rates")
+
+    def __str__(self) -> str:
+        return f"1 {self.asset.symbol} = {self.price} {self.currency} ({self.source}, {self.observed_at:%Y-%m-%d %H:%M})"
+
+
+class PaymentSettings(models.Model):
+    """The operator's payment settings (one row)."""
+
+    quote_minutes = models.PositiveIntegerField(
+        _("quote lifetime (minutes)"), default=60, validators=[MinValueValidator(5), MaxValueValidator(24 * 60)],
+        help_text=_("How long a quote's rate and the order's hold on the cards last."))
+    monitor_hours = models.PositiveIntegerField(
+        _("monitoring window (hours)"), default=72, validators=[MaxValueValidator(24 * 30)],
+        help_text=_("How long after expiry the deposit address is still watched for late transfers."))
+    rate_max_age_minutes = models.PositiveIntegerField(
+        _("oldest usable rate (minutes)"), default=24 * 60, validators=[MinValueValidator(1)],
+        help_text=_("A quote refuses a rate older than this."))
+
+    class Meta:
+        verbose_name = _("payment settings")
+        verbose_name_plural = _("payment settings")
+
+    def __str__(self) -> str:
+        return str(_("Payment settings"))
+
+    @classmethod
+    def current(cls) -> "PaymentSettings":
+        obj, _created = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class Quote(models.Model):
+    """What the customer must pay, in which asset, to which address, until when."""
+
+    order = models.OneToOneField("orders.Order", on_delete=models.CASCADE, related_name="quote")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    currency = models.CharField(_("currency"), max_length=3)
+    fiat_total = models.DecimalField(_("fiat total"), max_digits=14, decimal_places=2)
+    rate = models.DecimalField(_("rate"), max_digits=24, decimal_places=8)
+    rate_source = models.CharField(_("rate source"), max_length=120)
+    rate_at = models.DateTimeField(_("rate observed at"))
+    amount = BaseUnitsField(_("amount (base units)"))
+    tolerance = BaseUnitsField(_("tolerance (base units)"), default=0)
+    confirmations_required = models.PositiveSmallIntegerField(_("confirmations required"))
+    scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES)
+    address_index = models.PositiveIntegerField(_("address index"))
+    address = models.CharField(_("deposit address"), max_length=100, unique=True)
+    expires_at = models.DateTimeField(_("expires"))
+    monitor_until = models.DateTimeField(_("watched until"))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scheme", "address_index"], name="quote_address_index_once"),
+            models.CheckConstraint(condition=Q(monitor_until__gte=models.F("expires_at")),
+                                   name="quote_monitor_after_expiry"),
+        ]
+        verbose_name = _("quote")
+        verbose_name_plural = _("quotes")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.asset.symbol}"
+
+
+class Transfer(models.Model):
+    """One transfer received for an order. A transfer credits one order once:
+    the database refuses a second row for the same (chain, txid, index)."""
+
+    class Source(models.TextChoices):
+        OPERATOR = "operator", _("recorded by an operator")
+        WATCHER = "watcher", _("seen by the chain watcher")
+
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="transfers")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    chain = models.CharField(_("network"), max_length=40)
+    txid = models.CharField(_("transaction id"), max_length=80)
+    index = models.PositiveIntegerField(_("output or log index"))
+    amount = BaseUnitsField(_("amount (base units)"))
+    confirmations = models.PositiveIntegerField(_("confirmations"))
+    seen_at = models.DateTimeField(_("first seen"))
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices)
+    recorded_by = models.CharField(_("recorded by"), max_length=150)
+    note = models.TextField(_("note"), blank=True)
+    created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["seen_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["chain", "txid", "index"], name="transfer_credits_once"),
+        ]
+        verbose_name = _("received transfer")
+        verbose_name_plural = _("received transfers")
+
+    def __str__(self) -> str:
+        return f"{self.chain}:{self.txid}:{self.index}"
+
+
+class Refund(models.Model):
+    """Money sent back to an address the customer gave (never the sender's)."""
+
+    class RateChoice(models.TextChoices):
+        QUOTE = "quote", _("the quote's locked rate")
+        CURRENT = "current", _("the rate on the day of the refund")
+
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="refunds")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    address = models.CharField(_("refund address"), max_length=100)
+    amount = BaseUnitsField(_("amount (base units)"))
+    fiat_amount = models.DecimalField(_("fiat amount"), max_digits=14, decimal_places=2)
+    currency = models.CharField(_("currency"), max_length=3)
+    rate = models.DecimalField(_("rate"), max_digits=24, decimal_places=8)
+    rate_choice = models.CharField(_("rate used"), max_length=16, choices=RateChoice.choices)
+    txid = models.CharField(_("transaction id"), max_length=80)
+    reason = models.TextField(_("reason"))
+    recorded_by = models.CharField(_("recorded by"), max_length=150)
+    created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["asset", "txid"], name="refund_txid_once")]
+        verbose_name = _("refund")
+        verbose_name_plural = _("refunds")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.fiat_amount} {self.currency}"
