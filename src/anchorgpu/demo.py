@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from anchorgpu.catalog.models import Environment, Option, OptionPrice, PriceList, Product, ProductRate, TermDiscount
 from anchorgpu.fleet.models import Device, Host, Site
+from anchorgpu.payments.demo import load_payments
 
 PRODUCTS = [
     # slug, name, vendor, GB per card, cards per unit, stack, summary, rate per card-hour
@@ -145,6 +146,7 @@ def load_demo(*, with_bookings: bool = True) -> bool:
     products = load_catalog()
     load_price_list(products)
     load_fleet(products)
+    load_payments()
     if with_bookings:
         load_demo_bookings()
     return True

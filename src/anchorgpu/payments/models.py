@@ -98,7 +98,7 @@ class Rate(models.Model):
         verbose_name_plural = _("exchange rates")
 
     def __str__(self) -> str:
-        return f"1 {self.asset.symbol} = {self.price} {self.currency} ({self.source}, {self.observed_at:%Y-%m-%d %H:%M})"
+        return f"1 {self.asset.symbol} = {self.price} {self.currency} ({self.source}, {self.observed_at:%Y-%m-%d})"
 
 
 class PaymentSettings(models.Model):
@@ -159,6 +159,25 @@ class Quote(models.Model):
     def __str__(self) -> str:
         return f"{self.order} · {self.asset.symbol}"
 
+    @property
+    def display_amount(self) -> str:
+        from .uri import whole_units
+
+        return whole_units(self.amount, self.asset.decimals)
+
+    @property
+    def display_tolerance(self) -> str:
+        from .uri import whole_units
+
+        return whole_units(self.tolerance, self.asset.decimals)
+
+    @property
+    def uri(self) -> str:
+        from .uri import payment_uri
+
+        return payment_uri(scheme=self.scheme, address=self.address, amount=self.amount,
+                           decimals=self.asset.decimals, chain_id=self.asset.chain_id, contract=self.asset.contract)
+
 
 class Transfer(models.Model):
     """One transfer received for an order. A transfer credits one order once:
@@ -176,6 +195,8 @@ class Transfer(models.Model):
     amount = BaseUnitsField(_("amount (base units)"))
     confirmations = models.PositiveIntegerField(_("confirmations"))
     seen_at = models.DateTimeField(_("first seen"))
+    sender = models.CharField(_("sender address"), max_length=100, blank=True,
+                              help_text=_("Where it came from, when known; a refund never goes back there."))
     source = models.CharField(_("source"), max_length=16, choices=Source.choices)
     recorded_by = models.CharField(_("recorded by"), max_length=150)
     note = models.TextField(_("note"), blank=True)

@@ -1,0 +1,142 @@
+"""Order use cases: place an order (hold + quote in one transaction), cancel
+it. Payment use cases live in ``anchorgpu.payments.services``; access
+preparation and the term lifecycle in ``fulfilment`` and ``lifecycle``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from anchorgpu.allocation import services as allocation
+from anchorgpu.allocation.errors import InvalidRequest, NoLongerAvailable
+from anchorgpu.allocation.models import Booking
+from anchorgpu.allocation.selectors import earliest_start
+from anchorgpu.audit.services import audit_record
+from anchorgpu.catalog import pricing
+from anchorgpu.catalog.models import Environment, Product
+from anchorgpu.catalog.rules import RuleError, check_environment
+from anchorgpu.catalog.selectors import NoPriceList, price_list_current
+from anchorgpu.payments.models import Asset, PaymentSettings
+from anchorgpu.payments.quotes import quote_create
+
+from . import notify
+from .errors import InvalidOrder, NotAllowedNow, Unavailable
+from .models import Order, OrderKey, new_reference
+from .ssh_keys import PublicKey
+from .states import OrderState
+from .transitions import order_lock, order_transition
+
+
+@dataclass(frozen=True)
+class Checkout:
+    product: Product
+    quantity: int
+    term_days: int
+    start: datetime | None  # None: as soon as possible
+    environment: Environment
+    asset: Asset
+    name: str
+    email: str
+    country: str
+    ssh_keys: list[PublicKey]
+    options: list[str] = field(default_factory=list)
+    company: str = ""
+    billing_address: str = ""
+    vat_id: str = ""
+    language: str = "en"
+
+
+def _lines(price: pricing.Price) -> list[dict]:
+    return [{"kind": line.kind, "description": line.description, "quantity": line.quantity,
+             "unit_price": str(line.unit_price), "amount": str(line.amount)} for line in price.lines]
+
+
+def _check(request: Checkout, now: datetime) -> pricing.Price:
+    product = request.product
+    if not product.is_active:
+        raise InvalidOrder(_("%(product)s is not on sale.") % {"product": product.name})
+    if not request.environment.is_active:
+        raise InvalidOrder(_("That software environment is no longer offered."))
+    if not request.asset.is_active:
+        raise InvalidOrder(_("That payment asset is no longer accepted."))
+    if not request.ssh_keys:
+        raise InvalidOrder(_("Give at least one SSH public key."))
+    try:
+        check_environment(product.name, product.stack, request.environment.name, request.environment.stack)
+        prices = price_list_current(at=now)
+        return pricing.price(prices, product=product.slug, product_name=product.name,
+                             cards_per_unit=product.cards_per_unit, quantity=request.quantity,
+                             term_days=request.term_days, options=request.options)
+    except NoPriceList:
+        raise Unavailable(_("The shop has no prices set right now; please try again later."),
+                          code="no_prices") from None
+    except RuleError as exc:
+        raise InvalidOrder(str(exc)) from None
+
+
+def order_place(*, user, request: Checkout, now: datetime | None = None) -> Order:
+    """Hold the cards for the term, record the order and its quote: all in one
+    transaction, so a failure anywhere leaves nothing behind."""
+    now = (now or timezone.now()).replace(microsecond=0)
+    price = _check(request, now)
+    start = request.start
+    if start is None:
+        start = earliest_start(request.product, quantity=request.quantity, term_days=request.term_days,
+                               not_before=now, now=now)
+        if start is None:
+            raise Unavailable(_("No start within the booking horizon has %(count)d unit(s) of %(product)s free "
+                                "for the whole term.") % {"count": request.quantity,
+                                                          "product": request.product.name}, code="unavailable")
+    actor = user.get_username()
+    reference = new_reference()
+    payment = PaymentSettings.current()
+    try:
+        with transaction.atomic():
+            booking = allocation.hold_place(product=request.product, quantity=request.quantity, start=start,
+                                            term_days=request.term_days, actor=actor, reference=reference,
+                                            hold_minutes=payment.quote_minutes, now=now)
+            order = Order.objects.create(
+                reference=reference, user=user, language=request.language, product=request.product,
+                quantity=request.quantity, term_days=request.term_days, start_asap=request.start is None,
+                starts_at=booking.starts_at, ends_at=booking.ends_at, environment=request.environment,
+                option_slugs=list(request.options), booking=booking, currency=price.currency,
+                lines=_lines(price), fiat_total=price.total, name=request.name, email=request.email,
+                company=request.company, country=request.country, billing_address=request.billing_address,
+                vat_id=request.vat_id)
+            OrderKey.objects.bulk_create([
+                OrderKey(order=order, key_type=key.type, fingerprint=key.fingerprint, comment=key.comment,
+                         public_key=key.line) for key in request.ssh_keys])
+            quote_create(order=order, asset=request.asset, now=now, actor=actor)
+            audit_record(actor=actor, action="order_place", obj=order, to_state=order.state,
+                         data={"product": request.product.slug, "quantity": request.quantity,
+                               "term_days": request.term_days, "total": str(price.total),
+                               "currency": price.currency, "booking": booking.pk})
+            transaction.on_commit(lambda: notify.order_placed(order.pk))
+    except NoLongerAvailable:
+        raise Unavailable(_("Someone else has just taken the last free unit(s) for that start. Choose another "
+                            "start or quantity; nothing was charged."), code="taken") from None
+    except InvalidRequest as exc:
+        raise InvalidOrder(str(exc)) from None
+    return order
+
+
+def order_cancel(*, order: Order, actor: str, reason: str = "") -> Order:
+    """The customer (or an operator) cancels an order that is not paid yet;
+    its hold is released at once so the cards are free for others."""
+    with transaction.atomic():
+        locked = order_lock(order)
+        if locked.order_state not in (OrderState.AWAITING_PAYMENT,):
+            raise NotAllowedNow(_("Only an order still awaiting payment can be cancelled here; for a paid order, "
+                                  "ask us for a refund."))
+        if locked.transfers.exists():
+            raise NotAllowedNow(_("A transfer has already been recorded for this order; ask us for a refund "
+                                  "instead."))
+        booking = locked.booking
+        if booking is not None and booking.state == Booking.State.LIVE:
+            allocation.booking_release(booking=booking, actor=actor, reason=reason or "order cancelled")
+        order_transition(order=locked, to=OrderState.CANCELLED, actor=actor, reason=reason or "cancelled")
+    return locked

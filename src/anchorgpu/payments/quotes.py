@@ -1,0 +1,51 @@
+"""Creating an order's quote: locks a rate, takes a fresh deposit address."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.utils.translation import gettext as _
+
+from anchorgpu.audit.services import audit_record
+from anchorgpu.orders.errors import Unavailable
+
+from .addresses import AddressError, derive_address
+from .amounts import crypto_amount
+from .models import Asset, DepositKey, PaymentSettings, Quote
+from .selectors import rate_current
+
+
+def _fresh_index(scheme: str) -> tuple[DepositKey, int]:
+    """The next address index of the scheme's key, taken under a row lock so
+    two orders can never get the same one (and the quote's unique
+    (scheme, index) constraint says so again)."""
+    key = DepositKey.objects.select_for_update().filter(scheme=scheme).first()
+    if key is None:
+        raise Unavailable(_("This asset cannot be paid in right now (no deposit key is set up)."), code="no_key")
+    index = key.next_index
+    key.next_index = index + 1
+    key.save(update_fields=["next_index"])
+    return key, index
+
+
+def quote_create(*, order, asset: Asset, now: datetime, actor: str) -> Quote:
+    """Runs inside the order's transaction (``order_place``)."""
+    settings = PaymentSettings.current()
+    rate = rate_current(asset, order.currency, now=now, settings=settings)
+    amount = crypto_amount(order.fiat_total, rate=rate.price, decimals=asset.decimals)
+    key, index = _fresh_index(asset.scheme)
+    try:
+        address = derive_address(key.extended_public_key, asset.scheme, index)
+    except AddressError:
+        raise Unavailable(_("This asset cannot be paid in right now (the deposit key is not usable)."),
+                          code="bad_key") from None
+    expires_at = now + timedelta(minutes=settings.quote_minutes)
+    quote = Quote.objects.create(
+        order=order, asset=asset, currency=order.currency, fiat_total=order.fiat_total, rate=rate.price,
+        rate_source=rate.source, rate_at=rate.observed_at, amount=amount, tolerance=asset.tolerance_for(amount),
+        confirmations_required=asset.confirmations_required, scheme=asset.scheme, address_index=index,
+        address=address, expires_at=expires_at, monitor_until=expires_at + timedelta(hours=settings.monitor_hours))
+    audit_record(actor=actor, action="quote_create", obj=order,
+                 data={"asset": asset.code, "amount": str(amount), "rate": str(rate.price), "rate_source": rate.source,
+                       "address_index": index, "address": address, "expires_at": expires_at.isoformat()})
+    return quote
