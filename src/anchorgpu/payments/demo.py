@@ -8,6 +8,7 @@ of their own before taking real money.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
@@ -48,7 +49,7 @@ def load_payments(*, currency: str = "USD") -> dict[str, Asset]:
     # The demo's rates are typed in once; let them stay usable for a month of demo use.
     settings.rate_max_age_minutes = 30 * 24 * 60
     settings.save()
-    now = timezone.now()
+    now = timezone.now().replace(microsecond=0) - timedelta(seconds=1)
     for code, price in RATES.items():
         Rate.objects.create(asset=assets[code], currency=currency, price=Decimal(price), observed_at=now,
                             source="demo figure, entered by hand", entered_by="demo")

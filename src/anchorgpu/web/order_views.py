@@ -1,10 +1,184 @@
-"""Checkout and the customer's order pages. Being written (issue 3)."""
+"""Checkout and the customer's own orders. Views validate with forms and call
+services; they hold no rules. Another customer's order is a 404, never a 403:
+the shop does not confirm that an order reference exists."""
 
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from anchorgpu.catalog import offers as offers_selector
+from anchorgpu.catalog.models import Product
+from anchorgpu.orders.errors import OrderError
+from anchorgpu.orders.models import Order
+from anchorgpu.orders.services import order_cancel, order_place
+from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
+from anchorgpu.payments.uri import qr_svg
+
+from . import order_forms, timeline
+from .checkout_form import CheckoutForm
+
+_ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
 
 
-def _todo(request, *args, **kwargs):
-    raise Http404("not yet")
+def _own_order(request, reference: str) -> Order:
+    order = (Order.objects.select_related("product", "environment", "quote__asset", "booking")
+             .filter(reference=reference, user=request.user).first())
+    if order is None:
+        raise Http404("no such order")
+    return order
 
 
-checkout = order_list = order_detail = order_claim_payment = order_cancel = order_status = _todo
+def _initial(request, product: Product) -> dict:
+    query = request.GET
+    initial = {"email": request.user.email, "name": request.user.get_full_name()}
+    for key in ("quantity", "term", "environment"):
+        if query.get(key):
+            initial[key] = query.get(key)[:50]
+    if query.get("start"):
+        initial.update(start_mode="date", start=query.get("start")[:40])
+    if query.getlist("options"):
+        initial["options"] = [slug[:50] for value in query.getlist("options") for slug in value.split(",")][:10]
+    last = Order.objects.filter(user=request.user).order_by("-created_at").first()
+    if last is not None:  # the customer's details from their previous order
+        initial.update(name=last.name, company=last.company, country=last.country.code,
+                       billing_address=last.billing_address, vat_id=last.vat_id)
+    return initial
+
+
+def _preview(form: CheckoutForm, product: Product):
+    """The availability and price of what the form holds so far (for the page)."""
+    data = form.cleaned_data if form.is_bound and hasattr(form, "cleaned_data") else {}
+    quantity = data.get("quantity") or form.initial.get("quantity") or 1
+    term = data.get("term") or form.initial.get("term") or 7
+    try:
+        quantity, term = int(quantity), int(term)
+        options = [o.slug for o in data.get("options") or []]
+        return offers_selector.offer_for(product, term_days=term, quantity=quantity, not_before=data.get("start"),
+                                         options=options)
+    except (TypeError, ValueError):
+        return None
+
+
+@login_required
+def checkout(request, slug: str):
+    product = Product.objects.filter(slug=slug, is_active=True).first()
+    if product is None:
+        raise Http404("no such product")
+    status = 200
+    if request.method == "POST":
+        form = CheckoutForm(request.POST, product=product)
+        if form.is_valid():
+            try:
+                order = order_place(user=request.user,
+                                    request=form.checkout(language=translation.get_language() or "en"))
+            except OrderError as exc:
+                form.add_error(None, exc.message)
+                status = _ERROR_STATUS.get(exc.code, 409)
+            else:
+                return redirect("order", reference=order.reference)
+        else:
+            status = 400
+    else:
+        form = CheckoutForm(initial=_initial(request, product), product=product)
+    context = {"form": form, "product": product, "offer": _preview(form, product)}
+    return render(request, "web/checkout.html", context, status=status)
+
+
+@login_required
+def order_list(request):
+    orders = (Order.objects.filter(user=request.user).select_related("product", "quote__asset")
+              .order_by("-created_at")[:200])
+    return render(request, "web/orders.html", {"orders": orders})
+
+
+def _detail_context(request, order: Order, **extra) -> dict:
+    quote = getattr(order, "quote", None)
+    evaluation = payment_status(order) if quote else None
+    context = {
+        "order": order,
+        "payable": order.state in ("awaiting_payment", "payment_claimed", "underpaid"),
+        "wants_refund_address": order.refund_due or (order.state in ("underpaid", "paid_late", "expired")
+                                                     and evaluation is not None and evaluation.confirmed_total > 0),
+        "quote": quote,
+        "qr_svg": qr_svg(quote.uri) if quote else "",
+        "evaluation": evaluation,
+        "timeline": timeline.for_order(order),
+        "now": timezone.now(),
+        "keys": order.ssh_keys.all(),
+        "steps": {s.step: s for s in order.steps.all()},
+        "invoice": getattr(order, "invoice", None),
+        "simulated": "simulated" in (order.provisioner or getattr(settings, "ANCHORGPU_PROVISIONER", "")).lower(),
+        "claim_form": order_forms.ClaimForm(chain=quote.asset.chain if quote else "btc"),
+        "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
+    }
+    context.update(extra)
+    return context
+
+
+@login_required
+def order_detail(request, reference: str):
+    order = _own_order(request, reference)
+    return render(request, "web/order.html", _detail_context(request, order))
+
+
+@login_required
+def order_status(request, reference: str):
+    """The live part of the order page (state, payment, timeline), for polling."""
+    order = _own_order(request, reference)
+    return render(request, "web/_order_live.html", _detail_context(request, order))
+
+
+@login_required
+@require_POST
+def order_claim_payment(request, reference: str):
+    order = _own_order(request, reference)
+    form = order_forms.ClaimForm(request.POST, chain=order.quote.asset.chain)
+    if form.is_valid():
+        try:
+            payment_claim(order=order, actor=request.user.get_username(), txid=form.cleaned_data["txid"])
+        except OrderError as exc:
+            messages.error(request, exc.message)  # the form may not be on the page in this state
+            order.refresh_from_db()
+            return render(request, "web/order.html", _detail_context(request, order), status=409)
+        else:
+            messages.success(request, _("Thank you. We are checking your transfer; this page shows when it is "
+                                        "confirmed."))
+            return redirect("order", reference=order.reference)
+    order.refresh_from_db()
+    return render(request, "web/order.html", _detail_context(request, order, claim_form=form), status=400)
+
+
+@login_required
+@require_POST
+def order_refund_address(request, reference: str):
+    order = _own_order(request, reference)
+    form = order_forms.RefundAddressForm(request.POST)
+    if form.is_valid():
+        try:
+            refund_address_set(order=order, actor=request.user.get_username(), address=form.cleaned_data["address"])
+        except OrderError as exc:
+            form.add_error("address", exc.message)
+        else:
+            messages.success(request, _("Refund address saved."))
+            return redirect("order", reference=order.reference)
+    return render(request, "web/order.html", _detail_context(request, order, refund_form=form), status=400)
+
+
+@login_required
+@require_POST
+def order_cancel_view(request, reference: str):
+    order = _own_order(request, reference)
+    try:
+        order_cancel(order=order, actor=request.user.get_username(), reason="cancelled by the customer")
+    except OrderError as exc:
+        messages.error(request, exc.message)
+        return render(request, "web/order.html", _detail_context(request, order), status=409)
+    messages.success(request, _("The order is cancelled and the cards are released."))
+    return redirect("order", reference=order.reference)

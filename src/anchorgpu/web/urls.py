@@ -10,7 +10,8 @@ urlpatterns = [
     path("orders/", order_views.order_list, name="orders"),
     path("orders/<str:reference>/", order_views.order_detail, name="order"),
     path("orders/<str:reference>/paid/", order_views.order_claim_payment, name="order_claim_payment"),
-    path("orders/<str:reference>/cancel/", order_views.order_cancel, name="order_cancel"),
+    path("orders/<str:reference>/cancel/", order_views.order_cancel_view, name="order_cancel"),
+    path("orders/<str:reference>/refund-address/", order_views.order_refund_address, name="order_refund_address"),
     path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
     path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
 ]

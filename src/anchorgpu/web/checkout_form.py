@@ -1,0 +1,140 @@
+"""The checkout form: what to rent, who is buying, SSH keys, how to pay."""
+
+from __future__ import annotations
+
+import re
+from datetime import timezone as dt_timezone
+
+from django import forms
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django_countries import countries
+
+from anchorgpu.allocation.rules import StartProblem, start_problem
+from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
+from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
+from anchorgpu.orders.services import Checkout
+from anchorgpu.orders.ssh_keys import SSHKeyError, parse_keys
+from anchorgpu.payments.selectors import assets_accepted
+
+MAX_KEYS_TEXT = 40_000
+_VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")
+
+START_CHOICES = [("asap", _("As soon as possible")), ("date", _("At a date and time I choose"))]
+
+
+class CheckoutForm(forms.Form):
+    quantity = forms.IntegerField(
+        label=_("Cards"), min_value=1, max_value=MAX_QUANTITY, initial=1,
+        error_messages={"invalid": _("Quantity must be a whole number."),
+                        "min_value": _("Quantity must be at least %(limit_value)s."),
+                        "max_value": _("Quantity must be at most %(limit_value)s.")})
+    term = forms.TypedChoiceField(label=_("Term"), choices=TERM_CHOICES, coerce=int, initial=7,
+                                  error_messages={"invalid_choice": _("Terms are 3, 7 or 30 days.")})
+    start_mode = forms.ChoiceField(label=_("Start"), choices=START_CHOICES, initial="asap",
+                                   widget=forms.RadioSelect)
+    start = forms.DateTimeField(
+        label=_("Start date and time (UTC)"), required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        error_messages={"invalid": _("Give the start as a date and time, e.g. 2026-12-01 09:00.")})
+    environment = forms.ModelChoiceField(label=_("Software environment"), queryset=Environment.objects.none(),
+                                         empty_label=None, to_field_name="slug",
+                                         error_messages={"invalid_choice": _("Choose one of the environments "
+                                                                             "listed for this card.")})
+    options = forms.ModelMultipleChoiceField(
+        label=_("Options"), required=False, queryset=Option.objects.none(), to_field_name="slug",
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"invalid_choice": _("Unknown option “%(value)s”."),
+                        "invalid_pk_value": _("Unknown option “%(pk)s”.")})
+    name = forms.CharField(label=_("Full name"), max_length=120)
+    email = forms.EmailField(label=_("Email"), max_length=254,
+                             help_text=_("Payment details, access and invoices are sent here."))
+    company = forms.CharField(label=_("Company (optional)"), max_length=120, required=False)
+    country = forms.ChoiceField(label=_("Country"), choices=[])
+    billing_address = forms.CharField(label=_("Billing address (optional)"), max_length=500, required=False,
+                                      widget=forms.Textarea(attrs={"rows": 3}))
+    vat_id = forms.CharField(label=_("VAT id (optional)"), max_length=20, required=False,
+                             help_text=_("With its country prefix, e.g. PT123456789."))
+    ssh_keys = forms.CharField(
+        label=_("SSH public keys"), max_length=MAX_KEYS_TEXT, widget=forms.Textarea(attrs={"rows": 4,
+                                                                                          "spellcheck": "false"}),
+        help_text=_("One per line, as in a .pub file (“ssh-ed25519 AAAA… you@laptop”). Never paste a private key."))
+    asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
+                                   to_field_name="code",
+                                   error_messages={"invalid_choice": _("Choose one of the assets listed.")})
+    accept = forms.BooleanField(
+        label=_("I understand that the term is fixed, that the machine’s disks are wiped when it ends, and that "
+                "local disks are not a backup."),
+        error_messages={"required": _("Please confirm that you have read this.")})
+
+    def __init__(self, *args, product: Product, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.product = product
+        self.fields["environment"].queryset = Environment.objects.filter(
+            is_active=True, stack__in=[e.stack for e in Environment.objects.filter(is_active=True)
+                                       if environment_fits(product.stack, e.stack)])
+        self.fields["options"].queryset = Option.objects.filter(is_active=True)
+        self.fields["country"].choices = [("", _("Choose…"))] + list(countries)
+        if product.cards_per_unit > 1:
+            self.fields["quantity"].label = _("Lots")
+            self.fields["quantity"].help_text = _("Each lot is %(n)d cards joined by NVLink on one host.") % {
+                "n": product.cards_per_unit}
+        self.parsed_keys = []
+
+    def clean_start(self):
+        start = self.cleaned_data.get("start")
+        if start is None:
+            return None
+        start = start.astimezone(dt_timezone.utc).replace(second=0, microsecond=0)
+        horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
+        problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
+        if problem is StartProblem.PAST:
+            raise forms.ValidationError(_("That start is in the past; choose a later one or “as soon as possible”."))
+        if problem is StartProblem.BEYOND_HORIZON:
+            raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
+        return start
+
+    def clean_vat_id(self):
+        value = re.sub(r"[\s.-]", "", self.cleaned_data.get("vat_id", "")).upper()
+        if value and not _VAT.match(value):
+            raise forms.ValidationError(_("A VAT id starts with its two-letter country prefix, then 2 to 13 letters "
+                                          "or digits."))
+        return value
+
+    def clean_name(self):
+        value = " ".join(self.cleaned_data.get("name", "").split())
+        if not value:
+            raise forms.ValidationError(_("Give your name."))
+        return value
+
+    def clean_ssh_keys(self):
+        text = self.cleaned_data.get("ssh_keys", "")
+        try:
+            self.parsed_keys = parse_keys(text)
+        except SSHKeyError as exc:
+            if exc.leaked:
+                self.data = self.data.copy()  # never echo a private key back into the page
+                self.data[self.add_prefix("ssh_keys")] = ""
+                raise forms.ValidationError(
+                    _("This is a PRIVATE key. Treat it as leaked: delete it, make a new key pair and paste only the "
+                      "public key (the .pub file). It has not been saved."), code="private_key") from None
+            where = _("Line %(n)d: ") % {"n": exc.line} if exc.line else ""
+            raise forms.ValidationError(_("%(where)sThis is not an SSH public key we can use: %(reason)s")
+                                        % {"where": where, "reason": str(exc)}, code="bad_key") from None
+        return "\n".join(key.line for key in self.parsed_keys)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("start_mode") == "date" and not cleaned.get("start") and "start" not in self.errors:
+            self.add_error("start", _("Give the start date and time, or choose “as soon as possible”."))
+        return cleaned
+
+    def checkout(self, *, language: str) -> Checkout:
+        data = self.cleaned_data
+        return Checkout(product=self.product, quantity=data["quantity"], term_days=data["term"],
+                        start=data["start"] if data["start_mode"] == "date" else None,
+                        environment=data["environment"], asset=data["asset"], name=data["name"],
+                        email=data["email"], country=data["country"], ssh_keys=self.parsed_keys,
+                        options=[o.slug for o in data["options"]], company=data["company"].strip(),
+                        billing_address=data["billing_address"].strip(), vat_id=data["vat_id"], language=language)

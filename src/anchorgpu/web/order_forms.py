@@ -1,0 +1,38 @@
+"""The small forms of the order page."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.payments.txids import TxIdError, normalise_txid
+
+
+class ClaimForm(forms.Form):
+    txid = forms.CharField(label=_("Transaction id (optional)"), max_length=100, required=False,
+                           help_text=_("Paste it if your wallet shows one; it helps us find the transfer."))
+
+    def __init__(self, *args, chain: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chain = chain
+        if chain == "evm":
+            self.fields["txid"].widget.attrs["placeholder"] = "0x…"
+
+    def clean_txid(self):
+        value = self.cleaned_data.get("txid", "").strip()
+        if not value:
+            return ""
+        try:
+            return normalise_txid(value, chain=self.chain)
+        except TxIdError:
+            if self.chain == "evm":
+                raise forms.ValidationError(_("An Ethereum transaction hash is “0x” followed by 64 hexadecimal "
+                                              "characters.")) from None
+            raise forms.ValidationError(_("A Bitcoin transaction id is 64 hexadecimal characters, without "
+                                          "“0x”.")) from None
+
+
+class RefundAddressForm(forms.Form):
+    address = forms.CharField(label=_("Refund address"), max_length=100,
+                              help_text=_("An address you control on the same network as your payment. We never "
+                                          "refund to the address a payment came from."))

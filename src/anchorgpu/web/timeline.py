@@ -1,0 +1,79 @@
+"""The order page's timeline: what happened to an order, in the customer's
+words, from the audit trail (every state change is there) and the
+provisioning steps. Operators' internal reasons are not shown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils.translation import gettext as _
+
+from anchorgpu.audit.models import AuditEntry
+from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
+from anchorgpu.orders.provisioning import Step
+from anchorgpu.orders.states import OrderState
+from anchorgpu.payments.uri import whole_units
+
+
+@dataclass(frozen=True)
+class Event:
+    at: datetime
+    text: str
+    kind: str  # "state", "payment", "step", "document", "info"
+
+
+def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
+    data = entry.data or {}
+    decimals = order.quote.asset.decimals if hasattr(order, "quote") else 0
+    symbol = order.quote.asset.symbol if hasattr(order, "quote") else ""
+    match entry.action:
+        case "order_place":
+            return "info", _("Order placed; the cards are held for you while the quote runs.")
+        case "quote_create":
+            return "payment", _("Quote issued: %(amount)s %(symbol)s at a locked rate.") % {
+                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+        case "order_state":
+            return "state", _("Status: %(state)s.") % {"state": STATE_LABELS[OrderState(entry.to_state)]}
+        case "payment_claim_txid":
+            return "payment", _("Transaction id added to your payment notice.")
+        case "transfer_record":
+            return "payment", _("Transfer received: %(amount)s %(symbol)s, %(confirmations)s confirmation(s).") % {
+                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol,
+                "confirmations": data.get("confirmations", 0)}
+        case "transfer_confirmations":
+            return "payment", _("Transfer now has %(confirmations)s confirmation(s).") % {
+                "confirmations": data.get("confirmations", 0)}
+        case "payment_overpaid":
+            return "payment", _("More than the quote arrived: %(amount)s %(symbol)s is owed back to you.") % {
+                "amount": whole_units(int(data.get("excess_units", 0)), decimals), "symbol": symbol}
+        case "capacity_gone":
+            return "info", _("The cards were taken after the quote expired; your payment will be refunded. "
+                             "Give a refund address below.")
+        case "order_rebook":
+            return "info", _("The cards were booked again for your term.")
+        case "invoice_issue":
+            return "document", _("Invoice %(number)s issued.") % {"number": data.get("invoice", "")}
+        case "credit_note_issue":
+            return "document", _("Credit note %(number)s issued.") % {"number": data.get("credit_note", "")}
+        case "refund_address_set":
+            return "info", _("Refund address saved.")
+        case "refund_record":
+            return "payment", _("Refund sent: %(amount)s %(symbol)s.") % {
+                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+        case "term_end_warning":
+            return "info", _("Reminder sent: the term ends within 24 hours.")
+    return None
+
+
+def for_order(order: Order) -> list[Event]:
+    events = []
+    entries = AuditEntry.objects.filter(object_type="orders.order", object_id=str(order.pk)).order_by("at", "id")
+    for entry in entries:
+        described = _text(entry, order)
+        if described:
+            events.append(Event(entry.at, described[1], described[0]))
+    for step in order.steps.all():
+        label = STEP_LABELS.get(Step(step.step)) if step.step in Step._value2member_map_ else _("Disks wiped")
+        events.append(Event(step.finished_at, _("%(step)s: done.") % {"step": label}, "step"))
+    return sorted(events, key=lambda e: e.at)
