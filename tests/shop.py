@@ -56,3 +56,8 @@ def pay(order, *, amount: int | None = None, txid: str | None = None, index: int
     return transfer_record(order=order, actor=actor, now=now,
                            transfer=TransferInput(txid=txid, index=index, amount=quote.amount if amount is None
                                                   else amount, confirmations=confirmations, seen_at=seen))
+
+
+def order_for_all_h200(user, *, now: datetime):
+    """Another customer takes all 16 H200 cards (the demo fleet's) for a week from ``now``."""
+    return place(user, product="h200-141gb", quantity=16, term_days=7, now=now)

@@ -31,6 +31,8 @@ def _next_number(kind: str, year: int) -> tuple[str, int]:
                 DocumentSequence.objects.create(kind=kind, year=year, last=0)
         except IntegrityError:
             pass
+    if row is None:
+        raise RuntimeError(f"could not create the {kind} counter for {year}")
     row.last += 1
     row.save(update_fields=["last"])
     return f"{_PREFIX[kind]}-{year}-{row.last:06d}", row.last
@@ -62,6 +64,7 @@ def invoice_issue(*, order, crypto_amount: int, actor: str, now: datetime | None
 def credit_note_issue(*, invoice: Invoice, amount: Decimal, reason: str, actor: str, refund=None,
                       now: datetime | None = None) -> CreditNote:
     now = now or timezone.now()
+    invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)  # credits of one invoice take turns
     credited = sum((n.amount for n in invoice.credit_notes.all()), Decimal(0))
     if amount <= 0 or credited + amount > invoice.total:
         raise ValueError(f"a credit note of {amount} would credit more than invoice {invoice.number} "

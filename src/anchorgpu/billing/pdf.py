@@ -1,0 +1,267 @@
+"""Invoices and credit notes as PDF bytes, drawn with fpdf2.
+
+Text is set in DejaVu Sans (a copy in ``billing/fonts/`` if one is placed
+there, else the system's: Debian package fonts-dejavu-core); a Korean font is
+added as a fallback when one is installed. With no such font the built-in
+Helvetica is used: it covers Latin-1 only, so accented Latin letters still
+print and anything else is simplified or shown as "?" -- never an error.
+
+Labels are translated into the order's language. The PDF's creation date is
+the document's issue date, so a document renders to the same bytes each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import translation
+from django.utils.formats import date_format, number_format
+from django.utils.translation import gettext as _
+from fpdf import FPDF
+from fpdf.enums import XPos, YPos
+
+from anchorgpu.payments.uri import whole_units
+
+from .models import CreditNote, Invoice
+
+COMPANY = "AnchorGPU"
+_HERE = Path(__file__).resolve().parent
+_DEJAVU_DIRS = (_HERE / "fonts", Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts/dejavu"),
+                Path("/usr/share/fonts/TTF"))
+# (file, index in a collection): fonts with Hangul, tried in order.
+_KOREAN = ((Path("/usr/share/fonts/truetype/nanum/NanumGothic.ttf"), 0),
+           (Path("/usr/share/fonts/truetype/unfonts-core/UnDotum.ttf"), 0),
+           (Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"), 1))
+_LATIN1 = frozenset(chr(c) for c in (*range(0x20, 0x7F), *range(0xA0, 0x100)))
+# fpdf2 subsets each embedded font with fontTools, which reports every table it
+# keeps (INFO) or drops (WARNING: hinting tables of some Korean fonts).
+logging.getLogger("fontTools.subset").setLevel(logging.ERROR)
+
+
+@lru_cache(maxsize=1)
+def _font_files() -> tuple[Path | None, Path | None]:
+    """DejaVu Sans regular and bold, where found."""
+    for folder in _DEJAVU_DIRS:
+        regular = folder / "DejaVuSans.ttf"
+        if regular.is_file():
+            bold = folder / "DejaVuSans-Bold.ttf"
+            return regular, bold if bold.is_file() else None
+    return None, None
+
+
+class _Page(FPDF):
+    """An A4 page with our fonts, the document's metadata and a footer."""
+
+    def __init__(self, *, title: str, number: str, issued_at: datetime, sample: str):
+        super().__init__(orientation="portrait", unit="mm", format="A4")
+        self.number = number
+        self.set_margins(18, 16, 18)
+        self.set_auto_page_break(True, margin=18)
+        self.family, self.covered = self._fonts(sample)
+        self.set_title(f"{title} {number}")
+        self.set_author(COMPANY)
+        self.set_subject(title)
+        self.set_creator(COMPANY)
+        self.set_lang(translation.get_language() or "en")
+        self.set_creation_date(issued_at)
+        self.add_page()
+
+    def _fonts(self, sample: str) -> tuple[str, frozenset[str]]:
+        """Our font family and the characters it can show. The Korean fallback is
+        loaded (slow: a large font) only for Korean or text DejaVu cannot show."""
+        regular, bold = _font_files()
+        if regular is None:
+            return "helvetica", _LATIN1
+        self.add_font("dejavu", "", regular)
+        self.add_font("dejavu", "B", bold or regular)
+        covered = set(map(chr, self.fonts["dejavu"].cmap))
+        if not (translation.get_language() or "").startswith("ko") and set(sample) <= covered | {"\n"}:
+            return "dejavu", frozenset(covered)
+        for path, index in _KOREAN:
+            if path.is_file():
+                try:
+                    self.add_font("korean", "", path, collection_font_number=index)
+                except Exception:  # an unreadable optional font: go without it
+                    continue
+                self.set_fallback_fonts(["korean"], exact_match=False)
+                covered |= set(map(chr, self.fonts["korean"].cmap))
+                break
+        return "dejavu", frozenset(covered)
+
+    def clean(self, text: str) -> str:
+        """``text`` with what the font cannot show simplified ("ő" -> "o") or replaced by "?"."""
+        out = []
+        for ch in str(text):
+            if ch in self.covered or ch == "\n":
+                out.append(ch)
+            elif unicodedata.category(ch).startswith(("C", "Z")):
+                out.append(" ")
+            else:
+                bare = "".join(c for c in unicodedata.normalize("NFKD", ch)
+                               if c in self.covered and not unicodedata.combining(c))
+                out.append(bare or "?")
+        return "".join(out)
+
+    def font(self, size: float, bold: bool = False) -> None:
+        self.set_font(self.family, "B" if bold else "", size)
+
+    def text_line(self, text: str = "", *, size: float = 10, bold: bool = False, h: float = 5.2, align: str = "L"):
+        self.font(size, bold)
+        self.multi_cell(0, h, self.clean(text), align=align, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+
+    def pair(self, label: str, value: str) -> None:
+        self.font(10, bold=True)
+        self.cell(48, 5.6, self.clean(label))
+        self.font(10)
+        self.multi_cell(0, 5.6, self.clean(value), align="L", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+
+    def heading(self, text: str) -> None:
+        self.ln(4)
+        self.text_line(text, size=11, bold=True, h=6)
+        self.set_draw_color(160)
+        self.line_to_margin()
+        self.ln(1.5)
+
+    def line_to_margin(self) -> None:
+        self.line(self.l_margin, self.get_y(), self.w - self.r_margin, self.get_y())
+
+    def footer(self) -> None:
+        self.set_y(-13)
+        self.font(8)
+        self.set_text_color(110)
+        self.cell(0, 5, self.clean(f"{COMPANY} · {self.number} · {self.page_no()}/{{nb}}"), align="C")
+        self.set_text_color(0)
+
+
+# --- formatting -------------------------------------------------------------
+
+
+def _money(value: Decimal, currency: str = "", *, places: int | None = None) -> str:
+    if places is None:  # at least cents, more only where the figure has them
+        places = min(max(2, -value.normalize().as_tuple().exponent), 8)
+    text = number_format(value, decimal_pos=places, use_l10n=True, force_grouping=True)
+    return f"{text} {currency}".strip()
+
+
+def _day(moment: datetime) -> str:
+    return date_format(moment.astimezone(UTC), "DATE_FORMAT")
+
+
+def _moment(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def _company_lines() -> list[str]:
+    address = getattr(settings, "ANCHORGPU_COMPANY_ADDRESS", "")
+    return [part.strip() for part in address.replace("\n", "|").split("|") if part.strip()]
+
+
+def _top(pdf: _Page, title: str) -> None:
+    pdf.text_line(COMPANY, size=16, bold=True, h=8)
+    for text in _company_lines():
+        pdf.text_line(text, size=9, h=4.4)
+    pdf.set_y(16)
+    pdf.text_line(title.upper(), size=18, bold=True, h=8, align="R")
+    pdf.text_line(pdf.number, size=11, h=6, align="R")
+    pdf.set_y(max(pdf.get_y(), 16 + 8 + 4.4 * len(_company_lines())) + 6)
+
+
+def _customer_text(invoice: Invoice) -> str:
+    return "".join((invoice.name, invoice.company, invoice.billing_address, invoice.country.name,
+                    invoice.rate_source, *_company_lines()))
+
+
+def _billed_to(pdf: _Page, invoice: Invoice) -> None:
+    pdf.heading(_("Billed to"))
+    pdf.text_line(invoice.name, bold=True)
+    for text in (invoice.company, *invoice.billing_address.splitlines(), invoice.country.name):
+        if text.strip():
+            pdf.text_line(text.strip())
+    if invoice.vat_id:
+        pdf.text_line(_("VAT id: %(vat)s") % {"vat": invoice.vat_id})
+    pdf.text_line(invoice.email)
+
+
+# --- the documents ----------------------------------------------------------
+
+
+def _draw_invoice(invoice: Invoice) -> _Page:
+    title = _("Invoice")
+    pdf = _Page(title=title, number=invoice.number, issued_at=invoice.issued_at,
+                sample=_customer_text(invoice) + "".join(line.description for line in invoice.lines.all()))
+    _top(pdf, title)
+    pdf.pair(_("Invoice number"), invoice.number)
+    pdf.pair(_("Issue date"), _day(invoice.issued_at))
+    pdf.pair(_("Order reference"), invoice.order.reference)
+    _billed_to(pdf, invoice)
+
+    pdf.heading(_("Items"))
+    pdf.font(9.5)
+    with pdf.table(col_widths=(86, 20, 34, 34), text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+                   borders_layout="HORIZONTAL_LINES", line_height=5.4, padding=1.2) as table:
+        head = table.row()
+        for text in (_("Description"), _("Quantity"), _("Unit price"), _("Amount")):
+            head.cell(pdf.clean(text))
+        for item in invoice.lines.all():
+            row = table.row()
+            row.cell(pdf.clean(item.description))
+            row.cell(str(item.quantity))
+            row.cell(pdf.clean(_money(item.unit_price)))
+            row.cell(pdf.clean(_money(item.amount)))
+    pdf.ln(2)
+    pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency, places=2)},
+             size=12, bold=True, h=7, align="R")
+
+    pdf.heading(_("Settled by"))
+    coins = f"{whole_units(invoice.crypto_amount, invoice.decimals)} {invoice.asset_symbol}"
+    pdf.pair(_("Amount received"), coins)
+    pdf.pair(_("Network"), invoice.network_name)
+    pdf.pair(_("Rate"), f"1 {invoice.asset_symbol} = {_money(invoice.rate, invoice.currency)}")
+    pdf.pair(_("Rate source"), _("%(source)s, observed %(time)s") % {"source": invoice.rate_source,
+                                                                    "time": _moment(invoice.rate_at)})
+    return pdf
+
+
+def _draw_credit_note(note: CreditNote) -> _Page:
+    invoice = note.invoice
+    title = _("Credit note")
+    pdf = _Page(title=title, number=note.number, issued_at=note.issued_at,
+                sample=_customer_text(invoice) + note.reason)
+    _top(pdf, title)
+    pdf.pair(_("Credit note number"), note.number)
+    pdf.pair(_("Issue date"), _day(note.issued_at))
+    pdf.pair(_("Credits invoice"), _("%(number)s of %(date)s") % {"number": invoice.number,
+                                                                  "date": _day(invoice.issued_at)})
+    pdf.pair(_("Order reference"), invoice.order.reference)
+    _billed_to(pdf, invoice)
+
+    pdf.heading(_("Credit"))
+    pdf.pair(_("Invoice total"), _money(invoice.total, invoice.currency, places=2))
+    pdf.pair(_("Amount credited"), _money(note.amount, note.currency, places=2))
+    pdf.pair(_("Reason"), note.reason)
+    refund = note.refund
+    if refund is not None:
+        pdf.heading(_("Refund sent"))
+        pdf.pair(_("Amount"), f"{whole_units(refund.amount, invoice.decimals)} {invoice.asset_symbol}")
+        pdf.pair(_("To address"), refund.address)
+        pdf.pair(_("Transaction"), refund.txid)
+    return pdf
+
+
+def _render(draw, document, language: str) -> bytes:
+    with translation.override(language or settings.LANGUAGE_CODE):
+        return bytes(draw(document).output())
+
+
+def invoice_pdf(invoice: Invoice) -> bytes:
+    return _render(_draw_invoice, invoice, invoice.order.language)
+
+
+def credit_note_pdf(note: CreditNote) -> bytes:
+    return _render(_draw_credit_note, note, note.invoice.order.language)

@@ -1,0 +1,48 @@
+"""Invoice and credit-note PDFs for the customer who owns the order (and for staff)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.utils.cache import patch_cache_control
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_safe
+
+from anchorgpu.orders.models import Order
+
+from . import pdf
+from .models import CreditNote, Invoice
+
+
+def pdf_response(content: bytes, number: str) -> HttpResponse:
+    response = HttpResponse(content, content_type="application/pdf")
+    response["Content-Disposition"] = content_disposition_header(True, f"{number}.pdf")
+    patch_cache_control(response, private=True, no_store=True)  # a customer's address and payment
+    return response
+
+
+def _order(request, reference: str) -> Order:
+    orders = Order.objects.all() if request.user.is_staff else Order.objects.filter(user=request.user)
+    order = orders.filter(reference=reference).first()
+    if order is None:
+        raise Http404("no such order")
+    return order
+
+
+@login_required
+@require_safe
+def invoice_pdf(request, reference: str):
+    invoice = Invoice.objects.select_related("order").filter(order=_order(request, reference)).first()
+    if invoice is None:
+        raise Http404("this order has no invoice yet")
+    return pdf_response(pdf.invoice_pdf(invoice), invoice.number)
+
+
+@login_required
+@require_safe
+def credit_note_pdf(request, reference: str, number: str):
+    note = (CreditNote.objects.select_related("invoice__order", "refund")
+            .filter(invoice__order=_order(request, reference), number=number).first())
+    if note is None:
+        raise Http404("no such credit note for this order")
+    return pdf_response(pdf.credit_note_pdf(note), note.number)

@@ -1,0 +1,226 @@
+"""Payment scenarios through the services, on both databases: what a set of
+recorded transfers does to an order, its cards and its documents."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from anchorgpu.allocation.models import Booking
+from anchorgpu.audit.models import AuditEntry
+from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
+from anchorgpu.orders.models import Order
+from anchorgpu.payments.models import Refund, Transfer
+from anchorgpu.payments.services import (
+    RefundInput,
+    payment_claim,
+    payment_mark_invalid,
+    payment_mark_paid,
+    payment_recheck_capacity,
+    refund_address_set,
+    refund_record,
+    transfer_confirmations_update,
+)
+from tests import shop
+
+pytestmark = pytest.mark.django_db
+
+REFUND_TO = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"
+
+
+@pytest.fixture
+def user():
+    shop.load_shop()
+    return shop.customer()
+
+
+def fresh(order) -> Order:
+    return Order.objects.select_related("booking", "quote").get(pk=order.pk)
+
+
+def states(order) -> list[str]:
+    return list(AuditEntry.objects.filter(object_type="orders.order", object_id=str(order.pk), action="order_state")
+                .order_by("at", "id").values_list("to_state", flat=True))
+
+
+def test_paid_on_time_confirms_the_hold_and_invoices(user):
+    order = shop.place(user)
+    shop.pay(order)
+    order = fresh(order)
+    assert order.state == "paid" and order.paid_at is not None
+    assert order.booking.kind == Booking.Kind.CONFIRMED
+    assert order.invoice.crypto_amount == order.quote.amount and order.invoice.total == order.fiat_total
+    assert states(order) == ["paid"]
+
+
+def test_unconfirmed_transfer_waits_then_pays(user):
+    order = shop.place(user)
+    transfer = shop.pay(order, confirmations=0)
+    assert fresh(order).state == "awaiting_payment"
+    transfer_confirmations_update(transfer=transfer, confirmations=2, actor="operator")
+    assert fresh(order).state == "paid"
+    with pytest.raises(InvalidOrder):
+        transfer_confirmations_update(transfer=transfer, confirmations=1, actor="operator")
+
+
+def test_underpaid_then_topped_up(user):
+    order = shop.place(user)
+    amount = order.quote.amount
+    shop.pay(order, amount=amount // 2, index=0)
+    order = fresh(order)
+    assert order.state == "underpaid" and order.booking.kind == Booking.Kind.HOLD
+    shop.pay(order, amount=amount - amount // 2, index=1)
+    order = fresh(order)
+    assert order.state == "paid" and order.booking.kind == Booking.Kind.CONFIRMED
+    assert order.invoice.crypto_amount == amount
+    assert states(order) == ["underpaid", "paid"]
+
+
+def test_within_tolerance_counts_as_paid(user):
+    order = shop.place(user)
+    quote = order.quote
+    assert quote.tolerance > 0  # the demo BTC asset allows 0.2 %
+    shop.pay(order, amount=quote.amount - quote.tolerance)
+    assert fresh(order).state == "paid"
+
+
+def test_overpaid_is_paid_and_the_excess_noted_for_refund(user):
+    order = shop.place(user)
+    shop.pay(order, amount=order.quote.amount + 5_000)
+    order = fresh(order)
+    assert order.state == "paid" and order.refund_due
+    assert order.excess == {"units": "5000", "asset": "btc"}
+    assert AuditEntry.objects.filter(object_id=str(order.pk), action="payment_overpaid").exists()
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    refund = refund_record(order=order, actor="operator", refund=RefundInput(
+        amount=5_000, rate_choice=Refund.RateChoice.QUOTE, txid="cd" * 32, reason="overpayment returned",
+        whole_order=False))
+    order = fresh(order)
+    assert order.state == "paid" and not order.refund_due  # the order itself stands
+    assert refund.address == REFUND_TO and refund.rate == order.quote.rate
+    assert not order.invoice.credit_notes.exists()
+
+
+def test_paid_after_expiry_with_capacity_still_free(user):
+    order = shop.place(user)
+    quote = order.quote
+    late = quote.expires_at + timedelta(minutes=30)
+    shop.pay(order, seen_at=late, now=late)
+    order = fresh(order)
+    assert order.state == "paid"
+    assert states(order) == ["paid_late", "paid"]
+    assert order.booking.kind == Booking.Kind.CONFIRMED and order.booking.state == Booking.State.LIVE
+    assert order.invoice is not None
+
+
+def test_paid_after_expiry_with_capacity_gone_goes_to_refund(user):
+    order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
+    late = order.quote.expires_at + timedelta(minutes=1)
+    # Meanwhile the hold ran out and another customer took every H200 for that time.
+    other = shop.order_for_all_h200(shop.customer("bob@example.com"), now=late)
+    shop.pay(order, seen_at=late, now=late + timedelta(minutes=1))
+    order = fresh(order)
+    assert order.state == "paid_late" and order.refund_due
+    assert not hasattr(order, "invoice") or not Order.objects.filter(pk=order.pk, invoice__isnull=False).exists()
+    assert other.booking.state == Booking.State.LIVE
+    with pytest.raises(NotAllowedNow):  # no refund before the customer gives an address
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
+    order = fresh(order)
+    assert order.state == "refunded" and not order.refund_due
+    assert states(order)[-1] == "refunded"
+
+
+def test_recheck_capacity_after_the_cards_free_up(user):
+    order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
+    late = order.quote.expires_at + timedelta(minutes=1)
+    other = shop.order_for_all_h200(shop.customer("bob@example.com"), now=late)
+    shop.pay(order, seen_at=late, now=late)
+    assert fresh(order).state == "paid_late"
+    from anchorgpu.orders.services import order_cancel
+    order_cancel(order=other, actor="bob@example.com")
+    payment_recheck_capacity(order=order, actor="operator", now=late + timedelta(minutes=2))
+    order = fresh(order)
+    assert order.state == "paid" and order.booking.kind == Booking.Kind.CONFIRMED
+
+
+def test_a_transfer_recorded_twice(user):
+    order = shop.place(user)
+    second = shop.place(user)
+    shop.pay(order, amount=1_000)
+    with pytest.raises(NotAllowedNow, match="already recorded for this order"):
+        shop.pay(order, amount=1_000)
+    with pytest.raises(NotAllowedNow, match=f"already recorded for order {order.reference}"):
+        shop.pay(second, amount=1_000)  # same (chain, txid, index) for another order
+    assert Transfer.objects.count() == 1
+    shop.pay(order, amount=1_000, index=1)  # another output of the same transaction is a different transfer
+    assert Transfer.objects.count() == 2
+
+
+def test_transfer_input_is_checked(user):
+    order = shop.place(user)
+    with pytest.raises(InvalidOrder, match="Bitcoin transaction id"):
+        shop.pay(order, txid="0x" + "ab" * 32)
+    with pytest.raises(InvalidOrder, match="positive"):
+        shop.pay(order, amount=0)
+    with pytest.raises(InvalidOrder, match="future"):
+        from django.utils import timezone
+        shop.pay(order, seen_at=timezone.now() + timedelta(hours=1))
+    assert not Transfer.objects.exists() and fresh(order).state == "awaiting_payment"
+
+
+def test_claim_marked_invalid_goes_back_to_waiting_with_a_reason(user):
+    order = shop.place(user)
+    payment_claim(order=order, actor=user.username, txid="ab" * 32)
+    with pytest.raises(InvalidOrder, match="Say why"):
+        payment_mark_invalid(order=order, actor="operator", reason="  ")
+    payment_mark_invalid(order=order, actor="operator", reason="no such transaction on chain")
+    order = fresh(order)
+    assert order.state == "awaiting_payment" and order.claimed_txid == ""
+    entry = AuditEntry.objects.filter(object_id=str(order.pk), action="order_state").latest("id")
+    assert entry.actor == "operator" and "no such transaction" in entry.reason and entry.data["claimed_txid"]
+
+
+def test_mark_paid_by_hand_needs_a_reason_and_is_audited(user):
+    order = shop.place(user)
+    shop.pay(order, amount=order.quote.amount - 100_000)  # an exchange took a fee
+    assert fresh(order).state == "underpaid"
+    with pytest.raises(InvalidOrder):
+        payment_mark_paid(order=order, actor="operator", reason="")
+    payment_mark_paid(order=order, actor="operator", reason="exchange fee, customer confirmed by email")
+    order = fresh(order)
+    assert order.state == "paid"
+    assert AuditEntry.objects.filter(object_id=str(order.pk), action="payment_mark_paid", actor="operator",
+                                     reason__contains="exchange fee").exists()
+    with pytest.raises(NotAllowedNow):
+        payment_mark_paid(order=order, actor="operator", reason="again")
+
+
+def test_refund_address_rules(user):
+    order = shop.place(user)
+    with pytest.raises(InvalidOrder, match="deposit address"):
+        refund_address_set(order=order, actor=user.username, address=order.quote.address)
+    with pytest.raises(InvalidOrder):
+        refund_address_set(order=order, actor=user.username, address="0x9858EfFD232B4033E47d90003D41EC34EcaEda94")
+    shop.pay(order, amount=1_000)
+    Transfer.objects.filter(order=order).update(sender=REFUND_TO)
+    with pytest.raises(InvalidOrder, match="never sent back"):
+        refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+
+
+def test_refund_cannot_exceed_what_arrived(user):
+    order = shop.place(user)
+    shop.pay(order, amount=1_000)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    with pytest.raises(InvalidOrder, match="more than was received"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=True))
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        amount=1_000, rate_choice="current", rate=order.quote.rate * 2, txid="cd" * 32, reason="r", whole_order=True))
+    order = fresh(order)
+    assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
+    assert order.refunds.get().fiat_amount > 0
