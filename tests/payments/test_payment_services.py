@@ -169,7 +169,7 @@ def test_transfer_input_is_checked(user):
         shop.pay(order, amount=0)
     with pytest.raises(InvalidOrder, match="future"):
         from django.utils import timezone
-        shop.pay(order, seen_at=timezone.now() + timedelta(hours=1))
+        shop.pay(order, seen_at=timezone.now() + timedelta(hours=3))
     assert not Transfer.objects.exists() and fresh(order).state == "awaiting_payment"
 
 
@@ -224,3 +224,48 @@ def test_refund_cannot_exceed_what_arrived(user):
     order = fresh(order)
     assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
     assert order.refunds.get().fiat_amount > 0
+
+
+def test_money_sent_to_a_cancelled_order_is_owed_back(user):
+    from anchorgpu.orders.services import order_cancel
+    order = shop.place(user)
+    order_cancel(order=order, actor=user.username)
+    shop.pay(order, amount=1_234)
+    order = fresh(order)
+    assert order.state == "cancelled" and order.refund_due and order.excess["units"] == "1234"
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        amount=1_234, rate_choice="quote", txid="cd" * 32, reason="sent to a cancelled order", whole_order=False))
+    order = fresh(order)
+    assert not order.refund_due and order.excess == {}
+
+
+def test_mark_paid_needs_money_received(user):
+    order = shop.place(user)
+    with pytest.raises(NotAllowedNow, match="record the transfer first"):
+        payment_mark_paid(order=order, actor="operator", reason="customer says so")
+    assert fresh(order).state == "awaiting_payment"
+
+
+def test_excess_refunds_are_capped_and_partial_ones_keep_the_flag(user):
+    order = shop.place(user)
+    shop.pay(order, amount=order.quote.amount + 1_000)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    with pytest.raises(InvalidOrder, match="owed back"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        amount=400, rate_choice="quote", txid="cd" * 32, reason="first part", whole_order=False))
+    order = fresh(order)
+    assert order.refund_due and order.excess["units"] == "600"
+    shop.pay(order, amount=50, index=1)  # a late extra transfer adds to what is owed
+    assert fresh(order).excess["units"] == "650"
+
+
+def test_underpaid_order_has_no_excess_to_refund(user):
+    order = shop.place(user)
+    shop.pay(order, amount=1_000)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    with pytest.raises(InvalidOrder, match="owed back"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            amount=10, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))

@@ -67,8 +67,8 @@ class Order(models.Model):
     claimed_txid = models.CharField(_("transaction id given by the customer"), max_length=80, blank=True)
     claimed_at = models.DateTimeField(_("“I've paid” pressed"), null=True, blank=True)
     paid_at = models.DateTimeField(_("paid"), null=True, blank=True)
-    excess = models.JSONField(_("overpayment"), default=dict, blank=True,
-                              help_text=_("Base units received above the quote, for a refund or credit."))
+    excess = models.JSONField(_("owed back"), default=dict, blank=True,
+                              help_text=_("Base units received that the order does not keep, to be refunded."))
     refund_due = models.BooleanField(_("refund due"), default=False)
     refund_address = models.CharField(_("refund address given by the customer"), max_length=100, blank=True)
 

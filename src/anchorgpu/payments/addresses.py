@@ -39,6 +39,7 @@ _ACCOUNT_LEVEL = "Give the account-level extended public key (depth 3: m/purpose
 
 
 def _account(extended_key: str, scheme: Scheme):
+    extended_key = (extended_key or "").strip()
     if "prv" in extended_key[:4]:
         raise AddressError("That is an extended PRIVATE key. The shop takes only the account's public key "
                            "(xpub / zpub); treat the private key as exposed and move its funds.")

@@ -231,6 +231,7 @@ class Refund(models.Model):
     rate_choice = models.CharField(_("rate used"), max_length=16, choices=RateChoice.choices)
     txid = models.CharField(_("transaction id"), max_length=80)
     reason = models.TextField(_("reason"))
+    whole_order = models.BooleanField(_("refunds the whole order"), default=False)
     recorded_by = models.CharField(_("recorded by"), max_length=150)
     created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
 

@@ -33,6 +33,8 @@ from .models import Asset, Refund, Transfer
 from .txids import TxIdError, normalise_txid
 
 S = OrderState
+# Bitcoin block times may run up to two hours ahead of the clock.
+SEEN_AT_SLACK = timedelta(hours=2)
 
 
 # --- the customer ---------------------------------------------------------
@@ -145,14 +147,45 @@ def _received(order: Order) -> int:
     return ev.confirmed_total
 
 
-def _note_excess(order: Order, ev: evaluation.Evaluation, actor: str) -> None:
-    if ev.excess > 0 and order.excess.get("units") != str(ev.excess):
-        order.excess = {"units": str(ev.excess), "asset": order.quote.asset.code}
-        order.refund_due = True
-        order.save(update_fields=["excess", "refund_due", "updated_at"])
+# States in which the order keeps (up to) the quoted amount; in the waiting
+# states money received is a partial payment, not yet owed back.
+_KEEPS_PAYMENT = (S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED)
+_WAITING = (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
+
+
+def owed_back(order: Order) -> int:
+    """Base units received for the order that it does not keep, less what was
+    already refunded: what lies above the quote once paid; all of it for an
+    order that was cancelled or could not get its cards; after a whole-order
+    refund, whatever arrived later."""
+    if order.order_state in _WAITING:
+        return 0
+    refunds = list(order.refunds.all())
+    if order.order_state is S.REFUNDED:
+        settled = max((r.created_at for r in refunds if r.whole_order), default=None)
+        later = [t for t in order.transfers.all() if settled is None or t.created_at > settled]
+        received = sum(t.amount for t in later if t.confirmations >= order.quote.confirmations_required)
+        refunded = sum(r.amount for r in refunds if settled is None or r.created_at > settled and not r.whole_order)
+        return max(0, received - refunded)
+    received = _received(order)
+    kept = min(received, order.quote.amount) if order.order_state in _KEEPS_PAYMENT else 0
+    return max(0, received - kept - sum(r.amount for r in refunds))
+
+
+def _note_excess(order: Order, actor: str) -> None:
+    """Keep the order's "owed back" figure and its refund flag up to date."""
+    owed = owed_back(order)
+    before = int(order.excess.get("units", 0)) if order.excess else 0
+    due = owed > 0 or (order.order_state is S.PAID_LATE)  # a late payment without cards is refunded whole
+    if owed == before and order.refund_due == due:
+        return
+    order.excess = {"units": str(owed), "asset": order.quote.asset.code} if owed else {}
+    order.refund_due = due
+    order.save(update_fields=["excess", "refund_due", "updated_at"])
+    if owed > before:
         audit_record(actor=actor, action="payment_overpaid", obj=order,
-                     reason="more than quoted was received; the excess is owed back",
-                     data={"excess_units": str(ev.excess), "asset": order.quote.asset.code})
+                     reason="money was received that this order does not keep; it is owed back",
+                     data={"excess_units": str(owed), "asset": order.quote.asset.code})
 
 
 def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bool) -> None:
@@ -161,15 +194,13 @@ def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bo
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason=reason)
     if _secure_capacity(order, actor=actor, now=now):
         order.paid_at = now
-        order.refund_due = bool(order.excess)
-        order_transition(order=order, to=S.PAID, actor=actor, reason=reason,
-                         update_fields=("paid_at", "refund_due"))
+        order_transition(order=order, to=S.PAID, actor=actor, reason=reason, update_fields=("paid_at",))
         invoice_issue(order=order, crypto_amount=_received(order), actor=actor, now=now)
+        _note_excess(order, actor)
         return
     if order.order_state is not S.PAID_LATE:
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason="paid, but the cards are no longer free")
-    order.refund_due = True
-    order.save(update_fields=["refund_due", "updated_at"])
+    _note_excess(order, actor)
     audit_record(actor=actor, action="capacity_gone", obj=order,
                  reason="the cards for this term were taken after the hold expired; the payment is to be refunded")
 
@@ -179,19 +210,17 @@ def _apply(order: Order, *, actor: str, now: datetime) -> evaluation.Evaluation:
     state = order.order_state
     waiting = state in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
     if ev.status in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID) and waiting:
-        _note_excess(order, ev, actor)
         _mark_paid(order, actor=actor, now=now, reason=f"payment {ev.status.value}",
                    late=state is S.EXPIRED)  # on time, but the order had already been expired by the sweep
     elif ev.status is evaluation.PaymentStatus.LATE and waiting:
-        _note_excess(order, ev, actor)
         _mark_paid(order, actor=actor, now=now, reason="enough arrived, but after the quote expired", late=True)
     elif ev.status is evaluation.PaymentStatus.UNDERPAID and state in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED,
                                                                          S.EXPIRED):
         order_transition(order=order, to=S.UNDERPAID, actor=actor,
                          reason="confirmed transfers are short of the quote",
                          data={"received": str(ev.confirmed_total), "shortfall": str(ev.shortfall)})
-    elif state not in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED, S.PAID_LATE):
-        _note_excess(order, ev, actor)  # money arriving after the order was settled is owed back
+    elif not waiting:
+        _note_excess(order, actor)  # money arriving after the order was settled (or cancelled) is owed back
     return ev
 
 
@@ -213,7 +242,7 @@ def transfer_record(*, order: Order, transfer: TransferInput, actor: str, source
     now = now or timezone.now()
     if transfer.amount <= 0:
         raise InvalidOrder(_("The amount must be a positive whole number of base units."), code="bad_amount")
-    if transfer.seen_at > now + timedelta(minutes=5):
+    if transfer.seen_at > now + SEEN_AT_SLACK:
         raise InvalidOrder(_("A transfer cannot have been seen in the future."), code="bad_time")
     with transaction.atomic():
         locked = order_lock(order)
@@ -284,6 +313,9 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
         if state not in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE, S.EXPIRED):
             raise NotAllowedNow(_("This order is %(state)s; there is no payment to accept.")
                                 % {"state": locked.state_label})
+        if _received(locked) <= 0:
+            raise NotAllowedNow(_("No confirmed transfer is recorded for this order; record the transfer first."),
+                                code="nothing_received")
         audit_record(actor=actor, action="payment_mark_paid", obj=locked, reason=reason)
         late = state in (S.EXPIRED, S.PAID_LATE) or locked.quote.expires_at <= now
         _mark_paid(locked, actor=actor, now=now, reason=f"marked paid by an operator: {reason}", late=late)
@@ -358,6 +390,9 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                                   "order page."), code="no_refund_address")
         received = _received(locked)
         refunded = sum(r.amount for r in locked.refunds.all())
+        if not refund.whole_order and refund.amount > owed_back(locked):
+            raise InvalidOrder(_("Only %(owed)d base units are owed back beyond what the order keeps; refund the "
+                                 "whole order instead, or less.") % {"owed": owed_back(locked)}, code="too_much")
         if refunded + refund.amount > received:
             raise InvalidOrder(_("That is more than was received for this order (received %(received)d, already "
                                  "refunded %(refunded)d base units).") % {"received": received, "refunded": refunded},
@@ -383,7 +418,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                 row = Refund.objects.create(order=locked, asset=quote.asset, address=locked.refund_address,
                                             amount=refund.amount, fiat_amount=fiat, currency=quote.currency,
                                             rate=rate, rate_choice=refund.rate_choice, txid=txid, reason=reason,
-                                            recorded_by=actor)
+                                            recorded_by=actor, whole_order=refund.whole_order)
         except IntegrityError:
             raise NotAllowedNow(_("A refund with this transaction id is already recorded."),
                                 code="duplicate_refund") from None
@@ -399,9 +434,6 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                     credit_note_issue(invoice=invoice, amount=open_amount, reason=reason, actor=actor, refund=row,
                                       now=now)
             _release_booking(locked, actor=actor, reason=f"refunded: {reason}")
-            locked.refund_due = False
-            order_transition(order=locked, to=S.REFUNDED, actor=actor, reason=reason, update_fields=("refund_due",))
-        else:
-            locked.refund_due = False
-            locked.save(update_fields=["refund_due", "updated_at"])
+            order_transition(order=locked, to=S.REFUNDED, actor=actor, reason=reason)
+        _note_excess(locked, actor)
     return row

@@ -1,0 +1,157 @@
+"""Orders for the operators: read-only (orders change only through the
+services), with the payment tools on each order's page, and the payment
+queue of orders that wait for a person, oldest first."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.admin_base import ReadOnlyModelAdmin
+
+from . import admin_panels as panels
+from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
+from .models import Order
+from .queue import PaymentQueueEntry
+
+
+@admin.register(Order)
+class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
+    list_display = ("reference", "email", "product", "quantity", "term_days", "state", "total", "created_at")
+    list_filter = ("state", "product")
+    list_select_related = ("product",)
+    search_fields = ("reference", "email", "user__email", "quote__address", "transfers__txid", "claimed_txid")
+    search_help_text = _("Search by reference, email, deposit address or transaction id.")
+    date_hierarchy = "created_at"
+    fieldsets = (
+        (None, {"fields": ("reference", "state", "user", "created_at", "updated_at")}),
+        (_("What was ordered"), {"fields": ("product", "quantity", "term_days", "start_asap", "starts_at", "ends_at",
+                                            "environment", "option_slugs", "booking")}),
+        (_("Price"), {"fields": ("currency", "lines", "fiat_total")}),
+        (_("Customer"), {"fields": ("name", "email", "company", "country", "billing_address", "vat_id",
+                                    "language")}),
+        (_("Payment"), {"fields": ("claimed_txid", "claimed_at", "paid_at", "excess", "refund_due",
+                                   "refund_address")}),
+        (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
+                                  "provisioning_attempts", "last_error", "end_warned_at")}),
+    )
+
+    @admin.display(description=_("total"), ordering="fiat_total")
+    def total(self, obj):
+        return f"{obj.fiat_total} {obj.currency}"
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context.update(self.panels_context(request, obj))
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    def panels_context(self, request, order: Order) -> dict:
+        summary = panels.payment_summary(order)
+        tools = panels.tools_for(order, summary) if self.may_operate(request) else []
+        return {
+            "summary": summary,
+            "to_do": panels.to_do(order, summary),
+            "tools": [(t.label, reverse(self.tool_url_name(t.name), args=[order.pk])) for t in tools],
+            "may_operate": self.may_operate(request),
+            "transfers": order.transfers.all(),
+            "refunds": order.refunds.all(),
+            "ssh_keys": order.ssh_keys.all(),
+            "steps": order.steps.all(),
+            "audit_trail": panels.audit_trail(order),
+        }
+
+
+@admin.register(PaymentQueueEntry)
+class PaymentQueueAdmin(ReadOnlyModelAdmin):
+    """Claimed, short and late payments, refunds owed and failed access: what
+    an operator has to decide, oldest first. Each row leads to the order."""
+
+    list_display = ("order_link", "state", "what_to_do", "claimed_txid", "due", "received", "shortfall", "overpaid",
+                    "age", "tools")
+    list_display_links = None
+    list_filter = ("state", "refund_due")
+    search_fields = ("reference", "email", "quote__address", "claimed_txid", "transfers__txid")
+    ordering = ("created_at", "id")
+    list_per_page = 50
+
+    def get_queryset(self, request):
+        return (super().get_queryset(request).select_related("quote__asset", "product")
+                .prefetch_related("transfers", "refunds"))
+
+    # Whoever may see or handle orders may see the queue.
+    def has_view_permission(self, request, obj=None):
+        opts = Order._meta
+        return (super().has_view_permission(request, obj)
+                or request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}")
+                or request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}"))
+
+    def get_list_display(self, request):
+        opts = Order._meta
+        if request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}"):
+            return self.list_display
+        return tuple(name for name in self.list_display if name != "tools")
+
+    def has_module_permission(self, request):
+        return self.has_view_permission(request)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return HttpResponseRedirect(self._order_url(object_id))
+
+    def _order_url(self, pk, tool: str = "change") -> str:
+        opts = Order._meta
+        return reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_{tool}", args=[pk])
+
+    @staticmethod
+    def _summary(obj) -> panels.PaymentSummary:
+        if not hasattr(obj, "_payment_summary"):
+            obj._payment_summary = panels.payment_summary(obj)
+        return obj._payment_summary
+
+    @admin.display(description=_("order"), ordering="reference")
+    def order_link(self, obj):
+        return format_html('<a href="{}">{}</a>', self._order_url(obj.pk), obj.reference)
+
+    @admin.display(description=_("to do"))
+    def what_to_do(self, obj):
+        return panels.to_do(obj, self._summary(obj)) or "—"
+
+    def _coins(self, obj, name: str) -> str:
+        money = getattr(self._summary(obj), name)
+        return money.coins if money is not None else "—"
+
+    @admin.display(description=_("amount due"))
+    def due(self, obj):
+        return self._coins(obj, "due")
+
+    @admin.display(description=_("received (confirmed)"))
+    def received(self, obj):
+        text = self._coins(obj, "received")
+        unconfirmed = self._summary(obj).unconfirmed
+        if unconfirmed is not None and unconfirmed.units:
+            return format_html("{}<br><small>{}</small>", text,
+                               _("+ %(coins)s unconfirmed") % {"coins": unconfirmed.coins})
+        return text
+
+    @admin.display(description=_("shortfall"))
+    def shortfall(self, obj):
+        return self._coins(obj, "shortfall")
+
+    @admin.display(description=_("excess"))
+    def overpaid(self, obj):  # not "excess": that name is the order's own field, which the admin would show
+        return self._coins(obj, "excess")
+
+    @admin.display(description=_("age"), ordering="created_at")
+    def age(self, obj):
+        return panels.age(obj)
+
+    @admin.display(description=_("tools"))
+    def tools(self, obj):
+        summary = self._summary(obj)
+        query = urlencode({"back": BACK_TO_QUEUE})
+        return format_html_join(" · ", '<a href="{}?{}">{}</a>',
+                                ((self._order_url(obj.pk, t.name), query, t.label)
+                                 for t in panels.tools_for(obj, summary)))

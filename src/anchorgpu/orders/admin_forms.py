@@ -1,0 +1,161 @@
+"""Forms of the operators' payment tools on an order. They check what can be
+checked before the service runs (formats, amounts, times); the payment
+services decide the rest and their refusals come back as form errors."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.fleet.admin import UTCSplitDateTimeField
+from anchorgpu.payments.address_check import AddressCheckError, check_address
+from anchorgpu.payments.fields import MAX_DIGITS
+from anchorgpu.payments.models import Refund
+from anchorgpu.payments.services import SEEN_AT_SLACK
+from anchorgpu.payments.txids import TxIdError, normalise_txid
+
+from .models import Order
+
+DB_INT_MAX = 2**31 - 1  # a PositiveIntegerField on PostgreSQL
+_DIGITS = re.compile(r"[0-9]+")
+# The transfer services allow a little clock difference; the form says the same.
+
+
+def _reason_field() -> forms.CharField:
+    return forms.CharField(label=_("Reason"), max_length=2000, help_text=_("Written to the audit log with your name."),
+                           widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
+
+
+class BaseUnitsInput(forms.CharField):
+    """A positive whole number of base units, typed as digits only (no
+    decimal point, no exponent: wei amounts are far beyond a float's precision)."""
+
+    default_error_messages = {
+        "invalid": _("Digits only: a whole number of base units (e.g. 150000 for 0.0015 BTC)."),
+        "positive": _("The amount must be above zero."),
+        "too_long": _("That is more digits than any amount can have."),
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("label", _("Amount (base units)"))
+        super().__init__(**kwargs)
+        self.widget.attrs.update({"inputmode": "numeric", "size": 40, "autocomplete": "off"})
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        if not _DIGITS.fullmatch(text):
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        if len(text.lstrip("0")) > MAX_DIGITS:
+            raise ValidationError(self.error_messages["too_long"], code="too_long")
+        amount = int(text)
+        if amount <= 0:
+            raise ValidationError(self.error_messages["positive"], code="positive")
+        return amount
+
+
+class TxidField(forms.CharField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("label", _("Transaction id"))
+        kwargs.setdefault("max_length", 80)
+        super().__init__(**kwargs)
+        self.widget.attrs.update({"size": 70, "autocomplete": "off", "spellcheck": "false"})
+
+
+class OrderForm(forms.Form):
+    """A form about one order; knows its quote's asset for format checks."""
+
+    def __init__(self, *args, order: Order, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.order = order
+        self.quote = getattr(order, "quote", None)
+
+    def _txid(self, value: str) -> str:
+        if self.quote is None:
+            raise ValidationError(_("This order has no quote, so there is nothing to pay."))
+        try:
+            return normalise_txid(value, chain=self.quote.asset.chain)
+        except TxIdError as exc:
+            raise ValidationError(str(exc)) from None
+
+
+class TransferForm(OrderForm):
+    txid = TxidField()
+    index = forms.IntegerField(label=_("Output or log index"), min_value=0, max_value=DB_INT_MAX, initial=0,
+                               help_text=_("Bitcoin: the output (vout) paying the deposit address. Ethereum: 0 for "
+                                           "a plain ether transfer, the log index for a token transfer."))
+    amount = BaseUnitsInput(help_text=_("Exactly as received, in base units (satoshi, wei, a token's smallest "
+                                        "unit)."))
+    confirmations = forms.IntegerField(label=_("Confirmations"), min_value=0, max_value=DB_INT_MAX)
+    seen_at = UTCSplitDateTimeField(label=_("First seen (UTC)"),
+                                    help_text=_("The block time, or when it first appeared unconfirmed."))
+    sender = forms.CharField(label=_("Sender address"), max_length=100, required=False,
+                             help_text=_("Optional. A refund is never sent back there."))
+    note = forms.CharField(label=_("Note"), required=False, max_length=2000,
+                           widget=forms.Textarea(attrs={"rows": 2, "cols": 60}))
+
+    def clean_txid(self):
+        return self._txid(self.cleaned_data["txid"])
+
+    def clean_seen_at(self):
+        seen = self.cleaned_data["seen_at"]
+        if seen and seen > timezone.now() + SEEN_AT_SLACK:
+            raise ValidationError(_("A transfer cannot have been seen in the future (times are UTC)."))
+        return seen
+
+    def clean_sender(self):
+        sender = self.cleaned_data["sender"]
+        if not sender or self.quote is None:
+            return sender
+        try:
+            return check_address(sender, self.quote.scheme)
+        except AddressCheckError as exc:
+            raise ValidationError(str(exc)) from None
+
+
+class ConfirmationsForm(OrderForm):
+    confirmations = forms.IntegerField(label=_("Confirmations"), min_value=0, max_value=DB_INT_MAX,
+                                       help_text=_("As the block explorer shows them now. They only grow."))
+
+
+class ReasonForm(OrderForm):
+    reason = _reason_field()
+
+
+class ConfirmForm(OrderForm):
+    """Nothing to fill in: the button is the confirmation."""
+
+
+class RefundForm(OrderForm):
+    SCOPE_EXCESS, SCOPE_WHOLE = "excess", "whole"
+
+    scope = forms.ChoiceField(label=_("What is refunded"), widget=forms.RadioSelect, choices=[
+        (SCOPE_EXCESS, _("Only money received beyond the quote: the order stands")),
+        (SCOPE_WHOLE, _("The whole order: it ends as refunded and its invoice is credited")),
+    ])
+    amount = BaseUnitsInput(help_text=_("What you sent back, in base units."))
+    rate_choice = forms.ChoiceField(label=_("Rate for the fiat value"), widget=forms.RadioSelect,
+                                    choices=Refund.RateChoice.choices, initial=Refund.RateChoice.QUOTE)
+    rate = forms.DecimalField(label=_("Rate of the day"), required=False, max_digits=24, decimal_places=8,
+                              help_text=_("Price of one whole coin in the order's currency; needed only with the "
+                                          "rate of the day."))
+    txid = TxidField(help_text=_("Of the refund you sent."))
+    reason = _reason_field()
+
+    def clean_txid(self):
+        return self._txid(self.cleaned_data["txid"])
+
+    def clean(self):
+        cleaned = super().clean()
+        rate = cleaned.get("rate")
+        if cleaned.get("rate_choice") == Refund.RateChoice.CURRENT:
+            if rate is None:
+                self.add_error("rate", _("Give the day's rate, or choose the quote's rate."))
+            elif rate <= 0:
+                self.add_error("rate", _("A rate must be above zero."))
+        return cleaned

@@ -1,0 +1,135 @@
+"""What the operator reads about an order's payment: the quote, what the
+transfers add up to, and what the order waits for. Reads only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils import timezone
+from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
+
+from anchorgpu.audit.models import AuditEntry
+from anchorgpu.payments.evaluation import Evaluation, EvaluationError
+from anchorgpu.payments.services import payment_status
+from anchorgpu.payments.uri import whole_units
+
+from .models import Order
+from .states import OrderState
+
+S = OrderState
+# States in which a payment may still be accepted by hand (the service agrees).
+MARK_PAID_STATES = (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE, S.EXPIRED)
+
+
+@dataclass(frozen=True)
+class Money:
+    units: int
+    decimals: int
+    symbol: str
+
+    @property
+    def coins(self) -> str:
+        return f"{whole_units(self.units, self.decimals)} {self.symbol}"
+
+    def __str__(self) -> str:
+        return f"{self.coins} ({self.units} base units)"
+
+
+@dataclass(frozen=True)
+class PaymentSummary:
+    quote: object | None  # payments.Quote
+    evaluation: Evaluation | None
+    problem: str  # why there is no evaluation
+    due: Money | None
+    received: Money | None
+    unconfirmed: Money | None
+    shortfall: Money | None
+    excess: Money | None
+    refunded: Money | None
+
+    @property
+    def has_money(self) -> bool:
+        return bool(self.received and self.received.units)
+
+
+def _quote(order: Order):
+    try:
+        return order.quote
+    except Order.quote.RelatedObjectDoesNotExist:
+        return None
+
+
+def payment_summary(order: Order) -> PaymentSummary:
+    quote = _quote(order)
+    if quote is None:
+        return PaymentSummary(None, None, _("This order has no quote."), *([None] * 6))
+    asset = quote.asset
+
+    def money(units: int) -> Money:
+        return Money(units, asset.decimals, asset.symbol)
+
+    refunded = money(sum(r.amount for r in order.refunds.all()))
+    try:
+        ev = payment_status(order)
+    except EvaluationError as exc:  # corrupt data: say so rather than fail the page
+        return PaymentSummary(quote, None, str(exc), money(quote.amount), None, None, None, None, refunded)
+    return PaymentSummary(quote, ev, "", money(quote.amount), money(ev.confirmed_total), money(ev.unconfirmed_total),
+                          money(ev.shortfall), money(ev.excess), refunded)
+
+
+def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
+    """In a few words, what the order waits for from the operator."""
+    summary = summary or payment_summary(order)
+    state = order.order_state
+    if state is S.PAYMENT_CLAIMED:
+        hint = _(" (transaction id %(txid)s)") % {"txid": order.claimed_txid} if order.claimed_txid else ""
+        return _("The customer says they paid%(hint)s: find the transfer and record it, or mark the claim "
+                 "invalid.") % {"hint": hint}
+    if state is S.UNDERPAID:
+        short = summary.shortfall.coins if summary.shortfall else "?"
+        return _("Short by %(short)s: wait for a top-up, accept it as paid, or refund.") % {"short": short}
+    if state is S.PAID_LATE:
+        if order.refund_due:
+            return _("Paid after expiry and the cards were gone: re-check capacity, or refund.")
+        return _("Paid after expiry: re-check capacity, or refund.")
+    if state is S.FAILED:
+        return _("Access could not be prepared: retry provisioning, or refund.")
+    if order.refund_due:
+        excess = summary.excess.coins if summary.excess and summary.excess.units else ""
+        if excess:
+            return _("More than quoted was received: refund the excess of %(excess)s.") % {"excess": excess}
+        return _("A refund is due.")
+    return ""
+
+
+def age(order: Order) -> str:
+    return timesince(order.created_at, timezone.now())
+
+
+def audit_trail(order: Order):
+    return AuditEntry.objects.filter(object_type=order._meta.label_lower, object_id=str(order.pk)).order_by("at", "id")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str  # the URL name suffix
+    label: str
+
+
+def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
+    """The operator's tools that make sense for the order as it stands
+    (every tool's page still lets the service have the last word)."""
+    if summary.quote is None:
+        return []
+    state = order.order_state
+    tools = [Tool("record_transfer", _("Record a transfer"))]
+    if state in MARK_PAID_STATES:
+        tools.append(Tool("mark_paid", _("Mark paid")))
+    if state is S.PAYMENT_CLAIMED:
+        tools.append(Tool("mark_invalid", _("Mark invalid")))
+    if state is S.PAID_LATE:
+        tools.append(Tool("recheck_capacity", _("Re-check capacity")))
+    if summary.has_money:
+        tools.append(Tool("record_refund", _("Record a refund")))
+    return tools

@@ -1,0 +1,34 @@
+"""The operators' payment queue: orders that wait for a person's decision,
+oldest first (DESIGN §5). A proxy of ``Order`` so the admin can list it as
+its own page; it adds no table."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from .models import Order
+from .states import NEEDS_OPERATOR, OrderState
+
+
+def needs_operator() -> Q:
+    """A claimed, short or late payment, a refund owed, or access that failed."""
+    return (Q(state__in=[s.value for s in NEEDS_OPERATOR]) | Q(refund_due=True)
+            | Q(state=OrderState.FAILED.value))
+
+
+class PaymentQueueManager(models.Manager):
+    def get_queryset(self):
+        return super().get_queryset().filter(needs_operator()).order_by("created_at", "id")
+
+
+class PaymentQueueEntry(Order):
+    objects = PaymentQueueManager()
+
+    class Meta:
+        proxy = True
+        app_label = "orders"
+        ordering = ["created_at", "id"]
+        verbose_name = _("payment queue entry")
+        verbose_name_plural = _("payment queue")

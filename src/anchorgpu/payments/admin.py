@@ -1,0 +1,230 @@
+"""The operators' payment set-up (assets, deposit keys, rates, settings) and
+the payment records, which are read-only here: transfers and refunds are
+written only by the payment services, from the order's admin page."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.audit.services import audit_record
+
+from .addresses import AddressError, check_account_key
+from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, Transfer
+
+# --- assets ------------------------------------------------------------------
+
+# What a quote's amount and a transfer's identity mean depends on these; once
+# an asset has been quoted they stay as they are (add a new asset instead).
+_ASSET_IDENTITY = ("code", "network", "scheme", "chain_id", "decimals", "contract")
+
+
+@admin.register(Asset)
+class AssetAdmin(admin.ModelAdmin):
+    list_display = ("code", "symbol", "network_name", "scheme", "decimals", "confirmations_required",
+                    "tolerance_bps", "position", "is_active")
+    list_editable = ("position", "is_active")
+    list_filter = ("is_active", "scheme", "network")
+    search_fields = ("code", "symbol", "name", "contract")
+    fields = ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id", "decimals", "contract",
+              "confirmations_required", "tolerance_bps", "position", "is_active")
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and Quote.objects.filter(asset=obj).exists():
+            return _ASSET_IDENTITY
+        return ()
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # quotes and transfers refer to it; set "accepted" off instead
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="asset_change" if change else "asset_add",
+                         obj=obj, data={"changed": form.changed_data})
+
+
+# --- deposit keys ------------------------------------------------------------
+
+
+class DepositKeyForm(forms.ModelForm):
+    class Meta:
+        model = DepositKey
+        fields = ("scheme", "extended_public_key", "label")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        issued = self.instance.next_index if self.instance.pk else 0
+        if issued and "extended_public_key" in self.fields:
+            self.fields["extended_public_key"].help_text = _(
+                "%(count)d deposit address(es) have been issued from this key. You may replace it: orders already "
+                "quoted keep their addresses (watch them with the old key's wallet), and new orders take addresses "
+                "from the new key, continuing at index %(count)d. Make sure the new key is the right account before "
+                "saving.") % {"count": issued}
+
+    def clean(self):
+        cleaned = super().clean()
+        key = cleaned.get("extended_public_key")
+        scheme = cleaned.get("scheme") or self.instance.scheme
+        if key and scheme:
+            try:
+                check_account_key(key, scheme)
+            except AddressError as exc:
+                self._forget_pasted_key()  # it may be a private key: never show it again
+                self.add_error("extended_public_key", str(exc))
+        return cleaned
+
+    def _forget_pasted_key(self) -> None:
+        """A refused key is not sent back to the browser in the re-rendered form."""
+        data = self.data.copy()
+        data[self.add_prefix("extended_public_key")] = ""
+        self.data = data
+
+
+@admin.register(DepositKey)
+class DepositKeyAdmin(admin.ModelAdmin):
+    form = DepositKeyForm
+    list_display = ("scheme", "label", "key_start", "next_index")
+    fields = ("scheme", "extended_public_key", "label", "next_index")
+
+    def get_readonly_fields(self, request, obj=None):
+        # The index only grows (the quote service takes it); the scheme is what the index counts for.
+        return ("scheme", "next_index") if obj is not None else ("next_index",)
+
+    def has_delete_permission(self, request, obj=None):
+        # A new row would start again at index 0 and hand out addresses already given to customers.
+        return obj is None or obj.next_index == 0
+
+    @admin.display(description=_("extended public key"))
+    def key_start(self, obj):
+        return f"{obj.extended_public_key[:16]}…"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="deposit_key_change" if change else
+                         "deposit_key_add", obj=obj, data={"changed": form.changed_data, "scheme": obj.scheme,
+                                                            "key_start": obj.extended_public_key[:16],
+                                                            "next_index": obj.next_index})
+
+
+# --- rates -------------------------------------------------------------------
+
+
+class RateForm(forms.ModelForm):
+    class Meta:
+        model = Rate
+        fields = ("asset", "currency", "price", "source", "observed_at")
+        help_texts = {"observed_at": _("When the price was seen (not in the future)."),
+                      "currency": _("Three letters, e.g. USD or EUR: the currency of the price list.")}
+
+    def clean_currency(self):
+        currency = self.cleaned_data["currency"].strip().upper()
+        if len(currency) != 3 or not currency.isalpha() or not currency.isascii():
+            raise ValidationError(_("Give a three-letter currency code, e.g. USD."))
+        return currency
+
+    def clean_price(self):
+        price = self.cleaned_data["price"]
+        if price is not None and price <= 0:
+            raise ValidationError(_("A price must be above zero."))
+        return price
+
+    def clean_observed_at(self):
+        observed = self.cleaned_data["observed_at"]
+        if observed and observed > timezone.now():
+            raise ValidationError(_("A rate cannot have been observed in the future."))
+        return observed
+
+
+@admin.register(Rate)
+class RateAdmin(admin.ModelAdmin):
+    """Rates are added, never edited: a wrong figure is corrected by adding a newer one."""
+
+    form = RateForm
+    list_display = ("asset", "currency", "price", "source", "observed_at", "entered_by", "created_at")
+    list_filter = ("asset", "currency", "entered_by")
+    list_select_related = ("asset",)
+    search_fields = ("source", "entered_by")
+    date_hierarchy = "observed_at"
+    ordering = ("-observed_at", "-id")
+    fields = ("asset", "currency", "price", "source", "observed_at", "entered_by", "created_at")
+    readonly_fields = ("entered_by", "created_at")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        obj.entered_by = request.user.get_username()
+        super().save_model(request, obj, form, change)
+        audit_record(actor=obj.entered_by, action="rate_add", obj=obj,
+                     data={"asset": obj.asset.code, "currency": obj.currency, "price": str(obj.price),
+                           "observed_at": obj.observed_at.isoformat(), "source": obj.source})
+
+
+# --- settings ----------------------------------------------------------------
+
+
+@admin.register(PaymentSettings)
+class PaymentSettingsAdmin(admin.ModelAdmin):
+    """One row: the list goes straight to it."""
+
+    fields = ("quote_minutes", "monitor_hours", "rate_max_age_minutes")
+
+    def has_add_permission(self, request):
+        return not PaymentSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        row = PaymentSettings.objects.order_by("pk").first()
+        if row is not None:
+            opts = self.opts
+            return HttpResponseRedirect(reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_change",
+                                                args=[row.pk]))
+        return super().changelist_view(request, extra_context)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.pk = 1  # the row PaymentSettings.current() reads
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="payment_settings_change", obj=obj,
+                         data={name: form.cleaned_data[name] for name in form.changed_data})
+
+
+# --- records -------------------------------------------------------------------
+
+
+@admin.register(Transfer)
+class TransferAdmin(ReadOnlyModelAdmin):
+    list_display = ("txid", "index", "order", "asset", "amount", "confirmations", "seen_at", "source",
+                    "recorded_by")
+    list_filter = ("source", "asset", "chain")
+    list_select_related = ("order", "asset")
+    search_fields = ("txid", "order__reference", "sender")
+    search_help_text = _("Search by transaction id, order reference or sender address.")
+    date_hierarchy = "seen_at"
+    ordering = ("-seen_at", "-id")
+
+
+@admin.register(Refund)
+class RefundAdmin(ReadOnlyModelAdmin):
+    list_display = ("txid", "order", "asset", "amount", "fiat_amount", "currency", "rate_choice", "address",
+                    "recorded_by", "created_at")
+    list_filter = ("rate_choice", "asset")
+    list_select_related = ("order", "asset")
+    search_fields = ("txid", "order__reference", "address")
+    search_help_text = _("Search by transaction id, order reference or refund address.")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at", "-id")
