@@ -178,3 +178,5 @@ LOGGING = {
 # Business settings the operator may change per deployment.
 ANCHORGPU_HOLD_MINUTES = int(os.environ.get("ANCHORGPU_HOLD_MINUTES", "60"))
 ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_DAYS", "365"))
+ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
+ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

@@ -20,8 +20,19 @@ log = logging.getLogger("anchorgpu.worker")
 
 def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
+    from anchorgpu.orders.fulfilment import provision_due
+    from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
 
-    return [("hold_expire_due", lambda: hold_expire_due())]
+    # Expired quotes free their cards before anything else reads availability;
+    # ended terms are released and wiped before the next term on the same
+    # cards is provisioned.
+    return [
+        ("orders_expire_due", lambda: orders_expire_due()),
+        ("hold_expire_due", lambda: hold_expire_due()),
+        ("terms_end_due", lambda: terms_end_due()),
+        ("provision_due", lambda: provision_due()),
+        ("terms_warn_due", lambda: terms_warn_due()),
+    ]
 
 
 def run_once() -> dict[str, int]:

@@ -26,6 +26,7 @@ from anchorgpu.payments.models import Refund, Transfer
 from . import admin_forms as f
 from .admin_panels import payment_summary
 from .errors import OrderError
+from .fulfilment import order_retry_provisioning
 from .models import Order
 
 BACK_TO_QUEUE = "queue"
@@ -56,6 +57,9 @@ TOOLS = {page.name: page for page in (
     ToolPage("recheck_capacity", _l("Re-check capacity"), f.ConfirmForm, _l("Re-check now"),
              _l("This order was paid after its quote expired. If the cards for its term (or from now on) are free, "
                 "they are booked and the order is paid; otherwise it stays here for a refund.")),
+    ToolPage("retry_provisioning", _l("Retry access preparation"), f.ReasonForm, _l("Retry"),
+             _l("Send this failed order back to access preparation with a fresh count of attempts, once the cause "
+                "is fixed. Steps already finished are not repeated.")),
     ToolPage("record_refund", _l("Record a refund"), f.RefundForm, _l("Record the refund"),
              _l("Record a refund you have already sent to the customer's refund address.")),
 )}
@@ -88,6 +92,11 @@ def _apply_recheck(order, data, actor, transfer):
     return _("Capacity re-checked.")
 
 
+def _apply_retry(order, data, actor, transfer):
+    order_retry_provisioning(order=order, actor=actor, reason=data["reason"])
+    return _("The order is back in access preparation.")
+
+
 def _apply_refund(order, data, actor, transfer):
     rate = data["rate"] if data["rate_choice"] == Refund.RateChoice.CURRENT else None
     payments.refund_record(order=order, actor=actor, refund=payments.RefundInput(
@@ -99,7 +108,7 @@ def _apply_refund(order, data, actor, transfer):
 APPLY: dict[str, Callable] = {
     "record_transfer": _apply_transfer, "update_confirmations": _apply_confirmations,
     "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid, "recheck_capacity": _apply_recheck,
-    "record_refund": _apply_refund,
+    "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
 }
 
 

@@ -130,6 +130,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("mark_invalid", _("Mark invalid")))
     if state is S.PAID_LATE:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))
+    if state is S.FAILED:
+        tools.append(Tool("retry_provisioning", _("Retry access preparation")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
     return tools

@@ -17,7 +17,8 @@ from .states import OrderState, TransitionRefused, check_transition
 def order_lock(order: Order | int) -> Order:
     """The order's row, locked until the surrounding transaction ends."""
     pk = order if isinstance(order, int) else order.pk
-    return Order.objects.select_for_update().select_related("product", "environment").get(pk=pk)
+    # of=("self",): lock the order's row only, not the product's (placements take turns on that one).
+    return Order.objects.select_for_update(of=("self",)).select_related("product", "environment").get(pk=pk)
 
 
 def order_transition(*, order: Order, to: OrderState, actor: str, reason: str = "", data: dict | None = None,

@@ -1,0 +1,167 @@
+"""Time-driven order changes: the worker's sweeps for quotes that ran out
+and terms that end (DESIGN §5–6).
+
+Every sweep picks its candidates with one query, then handles each order in
+a transaction of its own with the order's row locked (``SKIP LOCKED``: an
+order another worker or an operator is busy with is left for the next
+sweep) and re-checks the condition under the lock. Running a sweep twice,
+late, or in two workers at once changes nothing more. Each returns how many
+orders it changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from anchorgpu.allocation import services as allocation
+from anchorgpu.allocation.errors import InvalidBookingState
+from anchorgpu.allocation.models import Booking
+from anchorgpu.audit.services import SYSTEM, audit_record
+
+from . import notify
+from .models import Order, ProvisioningStep
+from .provisioner import Provisioner, get_provisioner
+from .provisioning import WIPE
+from .states import OrderState
+from .transitions import order_transition
+
+log = logging.getLogger(__name__)
+
+S = OrderState
+BATCH = 200
+WARN_BEFORE = timedelta(hours=24)
+UNPAID = (S.AWAITING_PAYMENT.value, S.PAYMENT_CLAIMED.value)
+
+
+def _claim(order_pk: int) -> Order | None:
+    """The order's own row, locked; None when someone else holds it."""
+    return Order.objects.select_for_update(skip_locked=True, of=("self",)).filter(pk=order_pk).first()
+
+
+def _release(order: Order, *, reason: str) -> bool:
+    """Release the order's booking if it is still live. True if it was released here."""
+    booking = order.booking
+    if booking is None or booking.state != Booking.State.LIVE:
+        return False
+    try:
+        allocation.booking_release(booking=booking, actor=SYSTEM, reason=reason)
+    except InvalidBookingState:  # the hold sweep marked it expired a moment ago: it no longer counts either way
+        return False
+    return True
+
+
+def orders_expire_due(now: datetime | None = None) -> int:
+    """Unpaid orders whose quote has expired become EXPIRED and their hold is
+    released, so the cards are free for others at once. A transfer that
+    still arrives makes the order PAID_LATE (payments re-checks capacity).
+    UNDERPAID orders stay in the operator's queue, but their hold is released
+    too once the quote has expired."""
+    now = now or timezone.now()
+    changed = 0
+    unpaid = Order.objects.filter(state__in=UNPAID, quote__expires_at__lte=now)
+    for pk in list(unpaid.order_by("pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if order is None or order.state not in UNPAID or order.quote.expires_at > now:
+                continue
+            order_transition(order=order, to=S.EXPIRED, actor=SYSTEM, reason="the quote expired before payment")
+            _release(order, reason="quote expired")
+            changed += 1
+    underpaid = Order.objects.filter(state=S.UNDERPAID.value, quote__expires_at__lte=now,
+                                     booking__state=Booking.State.LIVE, booking__kind=Booking.Kind.HOLD)
+    for pk in list(underpaid.order_by("pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if order is None or order.state != S.UNDERPAID.value or order.quote.expires_at > now:
+                continue
+            if _release(order, reason="quote expired while underpaid; the operator decides"):
+                changed += 1
+    return changed
+
+
+def terms_warn_due(now: datetime | None = None) -> int:
+    """Tell the customer, once, that an active term ends within ``WARN_BEFORE``."""
+    now = now or timezone.now()
+    changed = 0
+    due = Order.objects.filter(state=S.ACTIVE.value, end_warned_at__isnull=True, ends_at__gt=now,
+                               ends_at__lte=now + WARN_BEFORE)
+    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if (order is None or order.state != S.ACTIVE.value or order.end_warned_at is not None
+                    or not now < order.ends_at <= now + WARN_BEFORE):
+                continue
+            order.end_warned_at = now
+            order.save(update_fields=["end_warned_at", "updated_at"])
+            audit_record(actor=SYSTEM, action="term_warning", obj=order,
+                         data={"ends_at": order.ends_at.isoformat()})
+            transaction.on_commit(lambda pk=pk: notify.term_ending(pk))
+            changed += 1
+    return changed
+
+
+def _end(order: Order, provisioner: Provisioner, now: datetime) -> None:
+    _release(order, reason="term ended")
+    if not order.steps.filter(step=WIPE).exists():
+        detail = provisioner.run(WIPE, order)
+        ProvisioningStep.objects.create(order=order, step=WIPE, finished_at=now, detail=detail)
+        audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=WIPE,
+                     data={"step": WIPE, "provisioner": provisioner.name, "detail": detail})
+    order_transition(order=order, to=S.COMPLETED, actor=SYSTEM, reason="the term ended")
+
+
+def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None = None) -> int:
+    """Active orders whose term has ended: release the booking, wipe (through
+    the provisioner, recorded as the ``wipe`` step), COMPLETED. A wipe that
+    fails rolls the whole end back; the order stays ACTIVE and is retried.
+
+    Orders whose term ended before access was delivered go to the
+    operator's queue (see ``_strand_due``)."""
+    now = now or timezone.now()
+    provisioner = provisioner or get_provisioner()
+    changed = 0
+    due = Order.objects.filter(state=S.ACTIVE.value, ends_at__lte=now)
+    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+        try:
+            with transaction.atomic():
+                order = _claim(pk)
+                if order is None or order.state != S.ACTIVE.value or order.ends_at > now:
+                    continue
+                _end(order, provisioner, now)
+                changed += 1
+        except Exception:  # noqa: BLE001 - one order's failing wipe must not stop the others
+            log.exception("order #%s: could not end the term; it stays active and is retried", pk)
+    changed += _strand_due(now)
+    return changed
+
+
+def _strand_due(now: datetime) -> int:
+    """Orders whose term ended before access was delivered: their cards are
+    released and they go to the operator's queue: a PROVISIONING order
+    becomes FAILED, a PAID one is flagged for a refund (or a new term, the
+    operator's call). Nothing is refunded automatically."""
+    changed = 0
+    due = Order.objects.filter(state__in=(S.PAID.value, S.PROVISIONING.value), ends_at__lte=now)
+    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if order is None or order.state not in (S.PAID.value, S.PROVISIONING.value) or order.ends_at > now:
+                continue
+            _release(order, reason="term ended before access was delivered")
+            if order.state == S.PROVISIONING.value:
+                order_transition(order=order, to=S.FAILED, actor=SYSTEM,
+                                 reason="the term ended before access was delivered")
+            elif not order.refund_due:
+                order.refund_due = True
+                order.save(update_fields=["refund_due", "updated_at"])
+                audit_record(actor=SYSTEM, action="term_missed", obj=order,
+                             reason="the term ended before access was prepared; refund or offer a new term")
+            else:
+                continue
+            log.warning("order %s: the term ended before access was delivered", order.reference)
+            changed += 1
+    return changed
