@@ -9,7 +9,7 @@ PURE_MODULES = [
     "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing",
     "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",
-    "anchorgpu.payments.txids",
+    "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri",
 ]
 
 

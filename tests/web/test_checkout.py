@@ -173,3 +173,32 @@ def test_cancel_releases_the_hold(customer_client):
 def test_get_on_a_post_only_action_is_405(customer_client):
     order = shop.place(customer_client.user)
     assert customer_client.get(reverse("order_cancel", kwargs={"reference": order.reference})).status_code == 405
+
+
+@pytest.mark.parametrize("address, text", [
+    ("", "required"),
+    ("x" * 101, "at most"),
+    ("bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyv", "checksum"),
+    ("0x9858EfFD232B4033E47d90003D41EC34EcaEda94", "not a valid bitcoin address"),
+])
+def test_refund_address_form_refuses_bad_addresses(customer_client, address, text):
+    order = shop.place(customer_client.user)
+    response = customer_client.post(reverse("order_refund_address", kwargs={"reference": order.reference}),
+                                    {"address": address})
+    assert response.status_code == 400
+    assert text in response.content.decode().lower()
+    order.refresh_from_db()
+    assert order.refund_address == ""
+
+
+def test_refund_address_is_saved_in_canonical_form(customer_client):
+    order = shop.place(customer_client.user, asset="eth")
+    response = customer_client.post(reverse("order_refund_address", kwargs={"reference": order.reference}),
+                                    {"address": "0x9858effd232b4033e47d90003d41ec34ecaeda94"})
+    # The demo's EVM deposit key derives exactly this address at index 0: refused as the deposit address.
+    assert response.status_code == 400 and "deposit address" in response.content.decode()
+    response = customer_client.post(reverse("order_refund_address", kwargs={"reference": order.reference}),
+                                    {"address": "0x52908400098527886e0f7030069857d2e4169ee7"})
+    assert response.status_code == 302
+    order.refresh_from_db()
+    assert order.refund_address == "0x52908400098527886E0F7030069857D2E4169EE7"

@@ -36,7 +36,11 @@ def _send(order, template: str, context: dict) -> None:
 
 
 def state_changed(order_pk: int, state: OrderState) -> None:
-    _send(_order(order_pk), "state_changed", {"state": OrderState(state).value})
+    """About the move to ``state`` (the order may have moved on by the time this runs)."""
+    from .models import STATE_LABELS
+
+    state = OrderState(state)
+    _send(_order(order_pk), "state_changed", {"state": state.value, "state_label": STATE_LABELS[state]})
 
 
 def order_placed(order_pk: int) -> None:

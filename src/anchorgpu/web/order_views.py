@@ -119,6 +119,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
     }
     context.update(extra)
+    context["wants_refund_address"] = context["wants_refund_address"] or context["refund_form"].is_bound
     return context
 
 
