@@ -202,3 +202,15 @@ def test_refund_address_is_saved_in_canonical_form(customer_client):
     assert response.status_code == 302
     order.refresh_from_db()
     assert order.refund_address == "0x52908400098527886E0F7030069857D2E4169EE7"
+
+
+def test_placing_the_same_checkout_twice_makes_one_order(customer_client):
+    page = customer_client.get(checkout_url())
+    token = page.context["form"].initial["submission"]
+    assert token.startswith("web-")
+    first = customer_client.post(checkout_url(), form_data(submission=token))
+    second = customer_client.post(checkout_url(), form_data(submission=token))
+    assert first.status_code == second.status_code == 302 and first.url == second.url
+    assert Order.objects.count() == 1 and Booking.objects.count() == 1
+    assert customer_client.post(checkout_url(), form_data(submission="web-other")).status_code == 302
+    assert Order.objects.count() == 2

@@ -42,6 +42,8 @@ class Order(models.Model):
     state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES,
                              default=OrderState.AWAITING_PAYMENT.value, db_index=True)
     language = models.CharField(_("language"), max_length=8, default="en")
+    idempotency_key = models.CharField(_("idempotency key"), max_length=64, blank=True,
+                                       help_text=_("Sent with the checkout; a repeated request returns this order."))
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField(_("units"))
@@ -92,6 +94,8 @@ class Order(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="order_term_not_empty"),
             models.CheckConstraint(condition=Q(quantity__gte=1), name="order_quantity_positive"),
+            models.UniqueConstraint(fields=["user", "idempotency_key"], condition=~Q(idempotency_key=""),
+                                    name="order_idempotency_key_once"),
         ]
         verbose_name = _("order")
         verbose_name_plural = _("orders")

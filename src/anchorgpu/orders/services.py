@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -48,6 +48,7 @@ class Checkout:
     billing_address: str = ""
     vat_id: str = ""
     language: str = "en"
+    idempotency_key: str = ""  # the same key from the same customer returns the first order
 
 
 def _lines(price: pricing.Price) -> list[dict]:
@@ -82,6 +83,13 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
     """Hold the cards for the term, record the order and its quote: all in one
     transaction, so a failure anywhere leaves nothing behind."""
     now = (now or timezone.now()).replace(microsecond=0)
+    key = request.idempotency_key.strip()
+    if len(key) > 64:
+        raise InvalidOrder(_("The idempotency key is at most 64 characters."), code="invalid")
+    if key:
+        earlier = Order.objects.filter(user=user, idempotency_key=key).first()
+        if earlier is not None:
+            return earlier  # a repeated submission (double click, retried request)
     price = _check(request, now)
     start = request.start
     if start is None:
@@ -106,7 +114,7 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                 option_slugs=list(request.options), booking=booking, currency=price.currency,
                 lines=_lines(price), fiat_total=price.total, name=request.name, email=request.email,
                 company=request.company, country=request.country, billing_address=request.billing_address,
-                vat_id=request.vat_id)
+                vat_id=request.vat_id, idempotency_key=key)
             OrderKey.objects.bulk_create([
                 OrderKey(order=order, key_type=key.type, fingerprint=key.fingerprint, comment=key.comment,
                          public_key=key.line) for key in request.ssh_keys])
@@ -116,6 +124,11 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                                "term_days": request.term_days, "total": str(price.total),
                                "currency": price.currency, "booking": booking.pk})
             transaction.on_commit(lambda: notify.order_placed(order.pk))
+    except IntegrityError:
+        earlier = Order.objects.filter(user=user, idempotency_key=key).first() if key else None
+        if earlier is None:
+            raise
+        return earlier  # the same request, sent twice at once: the other one won
     except NoLongerAvailable:
         raise Unavailable(_("Someone else has just taken the last free unit(s) for that start. Choose another "
                             "start or quantity; nothing was charged."), code="taken") from None

@@ -63,6 +63,8 @@ class CheckoutForm(forms.Form):
     asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
                                    to_field_name="code",
                                    error_messages={"invalid_choice": _("Choose one of the assets listed.")})
+    # Made when the page is shown: pressing "Place the order" twice places one order.
+    submission = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     accept = forms.BooleanField(
         label=_("I understand that the term is fixed, that the machine’s disks are wiped when it ends, and that "
                 "local disks are not a backup."),
@@ -137,4 +139,5 @@ class CheckoutForm(forms.Form):
                         environment=data["environment"], asset=data["asset"], name=data["name"],
                         email=data["email"], country=data["country"], ssh_keys=self.parsed_keys,
                         options=[o.slug for o in data["options"]], company=data["company"].strip(),
-                        billing_address=data["billing_address"].strip(), vat_id=data["vat_id"], language=language)
+                        billing_address=data["billing_address"].strip(), vat_id=data["vat_id"], language=language,
+                        idempotency_key=data["submission"])

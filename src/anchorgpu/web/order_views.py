@@ -4,6 +4,8 @@ the shop does not confirm that an order reference exists."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -37,7 +39,8 @@ def _own_order(request, reference: str) -> Order:
 
 def _initial(request, product: Product) -> dict:
     query = request.GET
-    initial = {"email": request.user.email, "name": request.user.get_full_name()}
+    initial = {"email": request.user.email, "name": request.user.get_full_name(),
+               "submission": f"web-{uuid.uuid4().hex}"}
     for key in ("quantity", "term", "environment"):
         if query.get(key):
             initial[key] = query.get(key)[:50]
