@@ -99,7 +99,7 @@ def test_a_whole_refund_issues_a_credit_note_for_the_invoice_total(client, alice
     refund_address_set(order=paid, actor=alice.email, address=REFUND_ADDRESS)
     now = datetime.now(UTC)
     refund_record(order=paid, actor="operator", now=now, refund=RefundInput(
-        amount=paid.quote.amount, rate_choice=Refund.RateChoice.QUOTE, txid="c3" * 32,
+        address=REFUND_ADDRESS, amount=paid.quote.amount, rate_choice=Refund.RateChoice.QUOTE, txid="c3" * 32,
         reason="customer changed plans", whole_order=True))
 
     paid.refresh_from_db()

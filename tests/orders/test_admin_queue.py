@@ -232,7 +232,7 @@ def test_recheck_capacity_pays_a_late_order_when_the_cards_are_free(admin_client
 def test_refund_of_an_excess_needs_the_customers_address(admin_client, order):
     shop.pay(order, amount=order.quote.amount + 5000)
     data = {"scope": "excess", "amount": "5000", "rate_choice": "quote", "rate": "", "txid": "c3" * 32,
-            "reason": "overpaid"}
+            "reason": "overpaid", "address": REFUND_TO, "network_fee": "0"}
     page = admin_client.get(_tool(order, "record_refund"))
     assert "has not given a refund address" in page.content.decode()
     assert page.context["form"].initial["amount"] == 5000
@@ -348,7 +348,8 @@ def test_payment_pages_render(admin_client, order):
     shop.pay(order, amount=order.quote.amount + 1)
     refund_address_set(order=order, actor="alice@example.com", address=REFUND_TO)
     admin_client.post(_tool(order, "record_refund"), {"scope": "excess", "amount": "1", "rate_choice": "quote",
-                                                      "txid": "d4" * 32, "reason": "overpaid"})
+                                                      "txid": "d4" * 32, "reason": "overpaid",
+                                                      "address": REFUND_TO})
     assert Refund.objects.count() == 1
     for name in ("asset", "depositkey", "rate", "transfer", "refund"):
         response = admin_client.get(reverse(f"admin:payments_{name}_changelist"), {"q": "d4"})

@@ -65,11 +65,16 @@ def test_an_expired_quote_expires_the_order_and_frees_its_cards_for_another_cust
     assert second.state == "awaiting_payment" and second.booking.quantity == ALL_H200
 
 
-def test_a_claimed_payment_whose_quote_expires_is_expired_too(shop_db):
+def test_a_claimed_payment_keeps_its_cards_for_the_grace_period_then_expires(shop_db):
     order = shop.place(shop.customer())
     payment_claim(order=order, actor="alice@example.com")
+    order = fresh(order)
+    assert order.state == "payment_claimed"
+    grace_end = order.quote.expires_at + timedelta(minutes=60)  # the default grace after "I've paid"
+    assert order.booking.expires_at == grace_end
+    assert orders_expire_due(now=order.quote.expires_at + SECOND) == 0
     assert fresh(order).state == "payment_claimed"
-    assert orders_expire_due(now=order.quote.expires_at + SECOND) == 1
+    assert orders_expire_due(now=grace_end + SECOND) == 1
     order = fresh(order)
     assert order.state == "expired" and order.booking.state == Booking.State.RELEASED
 

@@ -93,7 +93,7 @@ def test_overpaid_is_paid_and_the_excess_noted_for_refund(user):
     assert order.excess == {"units": "5000", "asset": "btc"}
     assert AuditEntry.objects.filter(object_id=str(order.pk), action="payment_overpaid").exists()
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
-    refund = refund_record(order=order, actor="operator", refund=RefundInput(
+    refund = refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
         amount=5_000, rate_choice=Refund.RateChoice.QUOTE, txid="cd" * 32, reason="overpayment returned",
         whole_order=False))
     order = fresh(order)
@@ -125,10 +125,10 @@ def test_paid_after_expiry_with_capacity_gone_goes_to_refund(user):
     assert not hasattr(order, "invoice") or not Order.objects.filter(pk=order.pk, invoice__isnull=False).exists()
     assert other.booking.state == Booking.State.LIVE
     with pytest.raises(NotAllowedNow):  # no refund before the customer gives an address
-        refund_record(order=order, actor="operator", refund=RefundInput(
+        refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
             amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
-    refund_record(order=order, actor="operator", refund=RefundInput(
+    refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
         amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
     order = fresh(order)
     assert order.state == "refunded" and not order.refund_due
@@ -217,9 +217,9 @@ def test_refund_cannot_exceed_what_arrived(user):
     shop.pay(order, amount=1_000)
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     with pytest.raises(InvalidOrder, match="more than was received"):
-        refund_record(order=order, actor="operator", refund=RefundInput(
+        refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
             amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=True))
-    refund_record(order=order, actor="operator", refund=RefundInput(
+    refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
         amount=1_000, rate_choice="current", rate=order.quote.rate * 2, txid="cd" * 32, reason="r", whole_order=True))
     order = fresh(order)
     assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
@@ -234,7 +234,7 @@ def test_money_sent_to_a_cancelled_order_is_owed_back(user):
     order = fresh(order)
     assert order.state == "cancelled" and order.refund_due and order.excess["units"] == "1234"
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
-    refund_record(order=order, actor="operator", refund=RefundInput(
+    refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
         amount=1_234, rate_choice="quote", txid="cd" * 32, reason="sent to a cancelled order", whole_order=False))
     order = fresh(order)
     assert not order.refund_due and order.excess == {}
@@ -252,9 +252,9 @@ def test_excess_refunds_are_capped_and_partial_ones_keep_the_flag(user):
     shop.pay(order, amount=order.quote.amount + 1_000)
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     with pytest.raises(InvalidOrder, match="owed back"):
-        refund_record(order=order, actor="operator", refund=RefundInput(
+        refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
             amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))
-    refund_record(order=order, actor="operator", refund=RefundInput(
+    refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
         amount=400, rate_choice="quote", txid="cd" * 32, reason="first part", whole_order=False))
     order = fresh(order)
     assert order.refund_due and order.excess["units"] == "600"
@@ -267,5 +267,5 @@ def test_underpaid_order_has_no_excess_to_refund(user):
     shop.pay(order, amount=1_000)
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     with pytest.raises(InvalidOrder, match="owed back"):
-        refund_record(order=order, actor="operator", refund=RefundInput(
+        refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
             amount=10, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))

@@ -179,6 +179,32 @@ def hold_confirm(*, booking: Booking, actor: str = SYSTEM, now: datetime | None 
     return locked
 
 
+def hold_extend(*, booking: Booking, until: datetime, actor: str, reason: str,
+                now: datetime | None = None) -> bool:
+    """Keep a live hold longer (a payment is on its way). Only a hold that is
+    still live can be extended: once it is marked expired its cards may have
+    been taken, and the constraint would refuse them to us anyway. Returns
+    whether the hold now lasts until at least ``until``; never shortens one."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock(booking)
+        if locked.kind != Booking.Kind.HOLD or locked.state != Booking.State.LIVE:
+            return False
+        if locked.expires_at >= until:
+            return True
+        if locked.expires_at <= now and selectors.live_slots_overlapping(
+                list(locked.slots.values_list("device_id", flat=True)), Period(locked.starts_at, locked.ends_at),
+                now=now).exclude(booking=locked).exists():
+            return False  # run out by time and its cards promised to someone else
+        before = locked.expires_at
+        locked.expires_at = until
+        locked.save(update_fields=["expires_at"])
+        locked.slots.update(expires_at=until)
+        audit_record(actor=actor, action="hold_extend", obj=locked, reason=reason,
+                     data={"from": before.isoformat(), "until": until.isoformat()})
+    return True
+
+
 def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, action: str) -> Booking:
     with transaction.atomic():
         locked = _lock(booking)

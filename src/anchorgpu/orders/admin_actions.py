@@ -100,8 +100,9 @@ def _apply_retry(order, data, actor, transfer):
 def _apply_refund(order, data, actor, transfer):
     rate = data["rate"] if data["rate_choice"] == Refund.RateChoice.CURRENT else None
     payments.refund_record(order=order, actor=actor, refund=payments.RefundInput(
-        amount=data["amount"], rate_choice=data["rate_choice"], txid=data["txid"], reason=data["reason"],
-        whole_order=data["scope"] == f.RefundForm.SCOPE_WHOLE, rate=rate))
+        address=data["address"], amount=data["amount"], rate_choice=data["rate_choice"], txid=data["txid"],
+        reason=data["reason"], whole_order=data["scope"] == f.RefundForm.SCOPE_WHOLE, rate=rate,
+        network_fee=data.get("network_fee") or 0))
     return _("The refund is recorded.")
 
 
@@ -117,9 +118,11 @@ def _refund_initial(order: Order) -> dict:
     if summary.received is None:
         return {}
     open_units = max(summary.received.units - summary.refunded.units, 0)
+    address = {"address": order.refund_address, "network_fee": 0}
     if order.refund_due and summary.excess.units:
-        return {"scope": f.RefundForm.SCOPE_EXCESS, "amount": min(summary.excess.units, open_units) or ""}
-    return {"scope": f.RefundForm.SCOPE_WHOLE, "amount": open_units or ""}
+        return {**address, "scope": f.RefundForm.SCOPE_EXCESS,
+                "amount": min(summary.excess.units, open_units) or ""}
+    return {**address, "scope": f.RefundForm.SCOPE_WHOLE, "amount": open_units or ""}
 
 
 class OrderToolsMixin:

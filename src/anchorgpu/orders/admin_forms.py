@@ -40,8 +40,9 @@ class BaseUnitsInput(forms.CharField):
         "too_long": _("That is more digits than any amount can have."),
     }
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, allow_zero: bool = False, **kwargs):
         kwargs.setdefault("label", _("Amount (base units)"))
+        self.allow_zero = allow_zero
         super().__init__(**kwargs)
         self.widget.attrs.update({"inputmode": "numeric", "size": 40, "autocomplete": "off"})
 
@@ -54,7 +55,7 @@ class BaseUnitsInput(forms.CharField):
         if len(text.lstrip("0")) > MAX_DIGITS:
             raise ValidationError(self.error_messages["too_long"], code="too_long")
         amount = int(text)
-        if amount <= 0:
+        if amount <= 0 and not (self.allow_zero and amount == 0):
             raise ValidationError(self.error_messages["positive"], code="positive")
         return amount
 
@@ -138,7 +139,13 @@ class RefundForm(OrderForm):
         (SCOPE_EXCESS, _("Only money received beyond the quote: the order stands")),
         (SCOPE_WHOLE, _("The whole order: it ends as refunded and its invoice is credited")),
     ])
+    address = forms.CharField(label=_("Sent to"), max_length=100,
+                              help_text=_("The address you sent the refund to: it must be the customer's refund "
+                                          "address shown above."))
     amount = BaseUnitsInput(help_text=_("What you sent back, in base units."))
+    network_fee = BaseUnitsInput(label=_("Network fee"), required=False, allow_zero=True,
+                                 help_text=_("Base units the network took out of the customer's money, if the fee "
+                                             "was paid from it (0 when the shop paid it)."))
     rate_choice = forms.ChoiceField(label=_("Rate for the fiat value"), widget=forms.RadioSelect,
                                     choices=Refund.RateChoice.choices, initial=Refund.RateChoice.QUOTE)
     rate = forms.DecimalField(label=_("Rate of the day"), required=False, max_digits=24, decimal_places=8,

@@ -166,7 +166,7 @@ def _record_failure(order_pk: int, failed: _StepFailed, provisioner: Provisioner
 def _advance(order_pk: int, provisioner: Provisioner, clock: Callable[[], datetime]) -> bool:
     """Run the order's steps until it is active, fails, or another worker has it."""
     changed = False
-    for _ in PLAN:
+    for _step in PLAN:
         try:
             if not _run_step(order_pk, provisioner, clock):
                 break

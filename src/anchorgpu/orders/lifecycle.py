@@ -54,6 +54,12 @@ def _release(order: Order, *, reason: str) -> bool:
     return True
 
 
+def _hold_kept(order: Order, now: datetime) -> bool:
+    booking = order.booking
+    return (booking is not None and booking.kind == Booking.Kind.HOLD and booking.state == Booking.State.LIVE
+            and booking.expires_at > now)
+
+
 def orders_expire_due(now: datetime | None = None) -> int:
     """Unpaid orders whose quote has expired become EXPIRED and their hold is
     released, so the cards are free for others at once. A transfer that
@@ -68,6 +74,8 @@ def orders_expire_due(now: datetime | None = None) -> int:
             order = _claim(pk)
             if order is None or order.state not in UNPAID or order.quote.expires_at > now:
                 continue
+            if _hold_kept(order, now):
+                continue  # "I've paid" or a transfer still confirming keeps it for now
             order_transition(order=order, to=S.EXPIRED, actor=SYSTEM, reason="the quote expired before payment")
             _release(order, reason="quote expired")
             changed += 1
@@ -77,6 +85,8 @@ def orders_expire_due(now: datetime | None = None) -> int:
         with transaction.atomic():
             order = _claim(pk)
             if order is None or order.state != S.UNDERPAID.value or order.quote.expires_at > now:
+                continue
+            if _hold_kept(order, now):
                 continue
             if _release(order, reason="quote expired while underpaid; the operator decides"):
                 changed += 1
@@ -106,11 +116,7 @@ def terms_warn_due(now: datetime | None = None) -> int:
 
 def _end(order: Order, provisioner: Provisioner, now: datetime) -> None:
     _release(order, reason="term ended")
-    if not order.steps.filter(step=WIPE).exists():
-        detail = provisioner.run(WIPE, order)
-        ProvisioningStep.objects.create(order=order, step=WIPE, finished_at=now, detail=detail)
-        audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=WIPE,
-                     data={"step": WIPE, "provisioner": provisioner.name, "detail": detail})
+    wipe_recorded(order, provisioner=provisioner, now=now, always=True)
     order_transition(order=order, to=S.COMPLETED, actor=SYSTEM, reason="the term ended")
 
 
@@ -152,6 +158,7 @@ def _strand_due(now: datetime) -> int:
             if order is None or order.state not in (S.PAID.value, S.PROVISIONING.value) or order.ends_at > now:
                 continue
             _release(order, reason="term ended before access was delivered")
+            wipe_recorded(order, now=now)  # whatever the steps put on the machine goes
             if order.state == S.PROVISIONING.value:
                 order_transition(order=order, to=S.FAILED, actor=SYSTEM,
                                  reason="the term ended before access was delivered")
@@ -165,3 +172,21 @@ def _strand_due(now: datetime) -> int:
             log.warning("order %s: the term ended before access was delivered", order.reference)
             changed += 1
     return changed
+
+
+def wipe_recorded(order: Order, *, provisioner: Provisioner | None = None, now: datetime | None = None,
+                  always: bool = False) -> bool:
+    """Wipe the order's machine through the provisioner and record the step,
+    once. Without ``always``, only when a preparation step has run (an order
+    that never got its devices has nothing to wipe). Runs in the caller's
+    transaction: a failed wipe rolls back the release with it."""
+    if order.steps.filter(step=WIPE).exists():
+        return False
+    if not always and not order.steps.exists():
+        return False
+    provisioner = provisioner or get_provisioner()
+    detail = provisioner.run(WIPE, order)
+    ProvisioningStep.objects.create(order=order, step=WIPE, finished_at=now or timezone.now(), detail=detail)
+    audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=WIPE,
+                 data={"step": WIPE, "provisioner": provisioner.name, "detail": detail})
+    return True

@@ -110,6 +110,14 @@ class PaymentSettings(models.Model):
     monitor_hours = models.PositiveIntegerField(
         _("monitoring window (hours)"), default=72, validators=[MaxValueValidator(24 * 30)],
         help_text=_("How long after expiry the deposit address is still watched for late transfers."))
+    claim_grace_minutes = models.PositiveIntegerField(
+        _("grace after “I've paid” (minutes)"), default=60, validators=[MaxValueValidator(24 * 60)],
+        help_text=_("When the customer says they have paid, the cards stay held this long after the quote expires, "
+                    "so a transfer still confirming does not lose them."))
+    pending_hold_hours = models.PositiveIntegerField(
+        _("hold while confirming (hours)"), default=6, validators=[MaxValueValidator(72)],
+        help_text=_("A transfer seen before expiry but not yet confirmed keeps the cards held this long "
+                    "(at most until the watch window ends)."))
     rate_max_age_minutes = models.PositiveIntegerField(
         _("oldest usable rate (minutes)"), default=24 * 60, validators=[MinValueValidator(1)],
         help_text=_("A quote refuses a rate older than this."))
@@ -225,6 +233,8 @@ class Refund(models.Model):
     asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
     address = models.CharField(_("refund address"), max_length=100)
     amount = BaseUnitsField(_("amount (base units)"))
+    network_fee = BaseUnitsField(_("network fee (base units)"), default=0,
+                                 help_text=_("Taken by the network out of the customer's money."))
     fiat_amount = models.DecimalField(_("fiat amount"), max_digits=14, decimal_places=2)
     currency = models.CharField(_("currency"), max_length=3)
     rate = models.DecimalField(_("rate"), max_digits=24, decimal_places=8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
@@ -40,12 +41,22 @@ def quote_create(*, order, asset: Asset, now: datetime, actor: str) -> Quote:
         raise Unavailable(_("This asset cannot be paid in right now (the deposit key is not usable)."),
                           code="bad_key") from None
     expires_at = now + timedelta(minutes=settings.quote_minutes)
-    quote = Quote.objects.create(
-        order=order, asset=asset, currency=order.currency, fiat_total=order.fiat_total, rate=rate.price,
-        rate_source=rate.source, rate_at=rate.observed_at, amount=amount, tolerance=asset.tolerance_for(amount),
-        confirmations_required=asset.confirmations_required, scheme=asset.scheme, address_index=index,
-        address=address, expires_at=expires_at, monitor_until=expires_at + timedelta(hours=settings.monitor_hours))
+    try:
+        with transaction.atomic():
+            quote = _create(order=order, asset=asset, rate=rate, amount=amount, index=index, address=address,
+                            expires_at=expires_at, settings=settings)
+    except IntegrityError:  # the index or the address was used before: the key's counter is behind
+        raise Unavailable(_("We could not make a fresh deposit address just now; please try again."),
+                          code="address_in_use") from None
     audit_record(actor=actor, action="quote_create", obj=order,
                  data={"asset": asset.code, "amount": str(amount), "rate": str(rate.price), "rate_source": rate.source,
                        "address_index": index, "address": address, "expires_at": expires_at.isoformat()})
     return quote
+
+
+def _create(*, order, asset, rate, amount, index, address, expires_at, settings) -> Quote:
+    return Quote.objects.create(
+        order=order, asset=asset, currency=order.currency, fiat_total=order.fiat_total, rate=rate.price,
+        rate_source=rate.source, rate_at=rate.observed_at, amount=amount, tolerance=asset.tolerance_for(amount),
+        confirmations_required=asset.confirmations_required, scheme=asset.scheme, address_index=index,
+        address=address, expires_at=expires_at, monitor_until=expires_at + timedelta(hours=settings.monitor_hours))

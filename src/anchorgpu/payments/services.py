@@ -22,6 +22,7 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import credit_note_issue, invoice_issue
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
+from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
 from anchorgpu.orders.transitions import order_lock, order_transition
@@ -29,7 +30,7 @@ from anchorgpu.orders.transitions import order_lock, order_transition
 from . import evaluation
 from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
-from .models import Asset, Refund, Transfer
+from .models import Asset, PaymentSettings, Refund, Transfer
 from .txids import TxIdError, normalise_txid
 
 S = OrderState
@@ -68,7 +69,16 @@ def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | N
         locked.claimed_at = now
         order_transition(order=locked, to=S.PAYMENT_CLAIMED, actor=actor, reason="customer pressed “I've paid”",
                          data={"txid": normalised}, update_fields=("claimed_txid", "claimed_at"))
+        grace = timedelta(minutes=PaymentSettings.current().claim_grace_minutes)
+        _keep_hold(locked, until=min(quote.expires_at + grace, quote.monitor_until), actor=actor, now=now,
+                   reason="the customer says a transfer is on its way")
     return locked
+
+
+def _keep_hold(order: Order, *, until: datetime, actor: str, now: datetime, reason: str) -> None:
+    booking = order.booking
+    if booking is not None and booking.kind == Booking.Kind.HOLD and until > now:
+        allocation.hold_extend(booking=booking, until=until, actor=actor, reason=reason, now=now)
 
 
 def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
@@ -161,22 +171,19 @@ def owed_back(order: Order) -> int:
     if order.order_state in _WAITING:
         return 0
     refunds = list(order.refunds.all())
-    if order.order_state is S.REFUNDED:
-        settled = max((r.created_at for r in refunds if r.whole_order), default=None)
-        later = [t for t in order.transfers.all() if settled is None or t.created_at > settled]
-        received = sum(t.amount for t in later if t.confirmations >= order.quote.confirmations_required)
-        refunded = sum(r.amount for r in refunds if settled is None or r.created_at > settled and not r.whole_order)
-        return max(0, received - refunded)
     received = _received(order)
     kept = min(received, order.quote.amount) if order.order_state in _KEEPS_PAYMENT else 0
-    return max(0, received - kept - sum(r.amount for r in refunds))
+    # A refund's network fee was paid out of the customer's money: it counts as returned.
+    return max(0, received - kept - sum(r.amount + r.network_fee for r in refunds))
 
 
 def _note_excess(order: Order, actor: str) -> None:
     """Keep the order's "owed back" figure and its refund flag up to date."""
     owed = owed_back(order)
     before = int(order.excess.get("units", 0)) if order.excess else 0
-    due = owed > 0 or (order.order_state is S.PAID_LATE)  # a late payment without cards is refunded whole
+    # A late payment without cards is refunded whole; so is a paid term that ended before access was ready.
+    due = (owed > 0 or order.order_state is S.PAID_LATE
+           or (order.order_state is S.PAID and order.ends_at <= timezone.now()))
     if owed == before and order.refund_due == due:
         return
     order.excess = {"units": str(owed), "asset": order.quote.asset.code} if owed else {}
@@ -195,7 +202,8 @@ def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bo
     if _secure_capacity(order, actor=actor, now=now):
         order.paid_at = now
         order_transition(order=order, to=S.PAID, actor=actor, reason=reason, update_fields=("paid_at",))
-        invoice_issue(order=order, crypto_amount=_received(order), actor=actor, now=now)
+        # The invoice is settled by the quoted amount at most; any excess is owed back, not invoiced.
+        invoice_issue(order=order, crypto_amount=min(_received(order), order.quote.amount), actor=actor, now=now)
         _note_excess(order, actor)
         return
     if order.order_state is not S.PAID_LATE:
@@ -221,6 +229,14 @@ def _apply(order: Order, *, actor: str, now: datetime) -> evaluation.Evaluation:
                          data={"received": str(ev.confirmed_total), "shortfall": str(ev.shortfall)})
     elif not waiting:
         _note_excess(order, actor)  # money arriving after the order was settled (or cancelled) is owed back
+    if ev.status is evaluation.PaymentStatus.PENDING and order.order_state in (S.AWAITING_PAYMENT,
+                                                                              S.PAYMENT_CLAIMED):
+        quote = order.quote
+        if any(t.seen_at < quote.expires_at for t in order.transfers.all()):
+            # Paid in time, still confirming: the cards must not go to someone else meanwhile.
+            hold = timedelta(hours=PaymentSettings.current().pending_hold_hours)
+            _keep_hold(order, until=min(now + hold, quote.monitor_until), actor=actor, now=now,
+                       reason="a transfer seen before expiry is still confirming")
     return ev
 
 
@@ -316,6 +332,9 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
         if _received(locked) <= 0:
             raise NotAllowedNow(_("No confirmed transfer is recorded for this order; record the transfer first."),
                                 code="nothing_received")
+        if locked.refunds.exists():
+            raise NotAllowedNow(_("Money was already refunded for this order; it cannot be marked paid."),
+                                code="refunded")
         audit_record(actor=actor, action="payment_mark_paid", obj=locked, reason=reason)
         late = state in (S.EXPIRED, S.PAID_LATE) or locked.quote.expires_at <= now
         _mark_paid(locked, actor=actor, now=now, reason=f"marked paid by an operator: {reason}", late=late)
@@ -355,6 +374,9 @@ def payment_recheck_capacity(*, order: Order, actor: str, now: datetime | None =
         locked = order_lock(order)
         if locked.order_state is not S.PAID_LATE:
             raise NotAllowedNow(_("Only a late payment waits for capacity."))
+        if locked.refunds.exists():
+            raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."),
+                                code="refunded")
         _mark_paid(locked, actor=actor, now=now, reason="capacity re-checked", late=True)
     return locked
 
@@ -367,19 +389,21 @@ REFUNDABLE = (S.UNDERPAID, S.PAID_LATE, S.PAID, S.FAILED)
 
 @dataclass(frozen=True)
 class RefundInput:
+    address: str  # where the operator sent it: must be the customer's refund address
     amount: int  # base units sent back
     rate_choice: str  # Refund.RateChoice
     txid: str
     reason: str
     whole_order: bool  # True: the order is refunded (state REFUNDED); False: only an excess is returned
     rate: Decimal | None = None  # the day's rate when rate_choice is "current"
+    network_fee: int = 0  # base units the network took out of the customer's money
 
 
 def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetime | None = None) -> Refund:
     """Record a refund the operator has sent to the customer's refund address."""
     reason = _need_reason(refund.reason)
     now = now or timezone.now()
-    if refund.amount <= 0:
+    if refund.amount <= 0 or refund.network_fee < 0:
         raise InvalidOrder(_("The amount must be a positive whole number of base units."), code="bad_amount")
     with transaction.atomic():
         locked = order_lock(order)
@@ -388,12 +412,25 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
         if not locked.refund_address:
             raise NotAllowedNow(_("The customer has not given a refund address yet; ask them to add it on the "
                                   "order page."), code="no_refund_address")
+        try:
+            sent_to = check_address(refund.address, quote.scheme)
+        except AddressCheckError as exc:
+            raise InvalidOrder(str(exc), code="bad_address") from None
+        if sent_to.lower() != locked.refund_address.lower():
+            raise InvalidOrder(_("That is not the refund address the customer gave (%(address)s); a refund goes "
+                                 "only there.") % {"address": locked.refund_address}, code="bad_address")
+        senders = {a.lower() for a in locked.transfers.exclude(sender="").values_list("sender", flat=True)}
+        if sent_to.lower() in senders:
+            raise InvalidOrder(_("The refund address is also the sender of a transfer to this order; refunds never "
+                                 "go back to the sender. Ask the customer for another address."), code="bad_address")
+        if state is S.PAID_LATE and not refund.whole_order:
+            raise InvalidOrder(_("A late payment is refunded as a whole order."), code="whole_only")
         received = _received(locked)
-        refunded = sum(r.amount for r in locked.refunds.all())
-        if not refund.whole_order and refund.amount > owed_back(locked):
+        refunded = sum(r.amount + r.network_fee for r in locked.refunds.all())
+        if not refund.whole_order and refund.amount + refund.network_fee > owed_back(locked):
             raise InvalidOrder(_("Only %(owed)d base units are owed back beyond what the order keeps; refund the "
                                  "whole order instead, or less.") % {"owed": owed_back(locked)}, code="too_much")
-        if refunded + refund.amount > received:
+        if refunded + refund.amount + refund.network_fee > received:
             raise InvalidOrder(_("That is more than was received for this order (received %(received)d, already "
                                  "refunded %(refunded)d base units).") % {"received": received, "refunded": refunded},
                                code="too_much")
@@ -418,13 +455,15 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                 row = Refund.objects.create(order=locked, asset=quote.asset, address=locked.refund_address,
                                             amount=refund.amount, fiat_amount=fiat, currency=quote.currency,
                                             rate=rate, rate_choice=refund.rate_choice, txid=txid, reason=reason,
-                                            recorded_by=actor, whole_order=refund.whole_order)
+                                            recorded_by=actor, whole_order=refund.whole_order,
+                                            network_fee=refund.network_fee)
         except IntegrityError:
             raise NotAllowedNow(_("A refund with this transaction id is already recorded."),
                                 code="duplicate_refund") from None
         audit_record(actor=actor, action="refund_record", obj=locked, reason=reason,
                      data={"amount": str(refund.amount), "fiat": str(fiat), "rate": str(rate),
-                           "rate_choice": refund.rate_choice, "txid": txid, "address": locked.refund_address})
+                           "rate_choice": refund.rate_choice, "txid": txid, "address": locked.refund_address,
+                           "network_fee": str(refund.network_fee)})
         if refund.whole_order:
             invoice = getattr(locked, "invoice", None)
             if invoice is not None:
@@ -434,6 +473,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                     credit_note_issue(invoice=invoice, amount=open_amount, reason=reason, actor=actor, refund=row,
                                       now=now)
             _release_booking(locked, actor=actor, reason=f"refunded: {reason}")
+            wipe_recorded(locked, now=now)  # if access had been (partly) prepared
             order_transition(order=locked, to=S.REFUNDED, actor=actor, reason=reason)
         _note_excess(locked, actor)
     return row
