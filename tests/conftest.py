@@ -48,3 +48,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def vendor() -> str:
     return _vendor()
+
+
+@pytest.fixture(autouse=True)
+def _demo_deposit_keys_allowed(settings):
+    """Tests take orders to the demo's public test-vector deposit keys (never in production)."""
+    settings.ANCHORGPU_ALLOW_TEST_KEYS = True

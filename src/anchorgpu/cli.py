@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         _parser().print_help()
         return 2
+    if args.command == "serve" and not args.no_demo:
+        # The demo server may take orders to the demo's public test-vector deposit keys (README).
+        os.environ.setdefault("ANCHORGPU_ALLOW_TEST_KEYS", "1")
     _setup()
     if args.command == "serve":
         _prepare_database(load=not args.no_demo)

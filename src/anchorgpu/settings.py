@@ -7,6 +7,7 @@ ANCHORGPU_DEBUG                          "1" for development error pages
 ANCHORGPU_ALLOWED_HOSTS                  comma-separated host names
 ANCHORGPU_HOLD_MINUTES                   how long a hold lasts when no quote sets it (60)
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
+ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
 """
@@ -79,6 +80,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "anchorgpu.web.context.login_next",
             ],
         },
     },
@@ -178,5 +180,7 @@ LOGGING = {
 # Business settings the operator may change per deployment.
 ANCHORGPU_HOLD_MINUTES = int(os.environ.get("ANCHORGPU_HOLD_MINUTES", "60"))
 ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_DAYS", "365"))
+# Quotes to the demo's public test-vector deposit keys (anyone can spend from them): refused unless allowed.
+ANCHORGPU_ALLOW_TEST_KEYS = _flag("ANCHORGPU_ALLOW_TEST_KEYS", default=DEBUG)
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

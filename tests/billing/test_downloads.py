@@ -87,9 +87,15 @@ def test_no_invoice_before_payment(client, alice):
     assert client.get(invoice_url(order)).status_code == 404
 
 
-def test_staff_may_download_any(client, paid):
+def test_staff_may_download_any_with_the_permission_to_see_invoices(client, paid):
+    from django.contrib.auth.models import Permission
+
     staff = get_user_model().objects.create_user(username="ops", email="ops@example.com", password="x" * 12,
                                                  is_staff=True)
+    client.force_login(staff)
+    assert client.get(invoice_url(paid)).status_code == 404  # staff, but not allowed to see invoices
+    staff.user_permissions.add(Permission.objects.get(codename="view_invoice", content_type__app_label="billing"))
+    staff = get_user_model().objects.get(pk=staff.pk)  # permissions are cached per user object
     client.force_login(staff)
     assert_pdf(client.get(invoice_url(paid)), f"{paid.invoice.number}.pdf")
 

@@ -269,3 +269,84 @@ def test_underpaid_order_has_no_excess_to_refund(user):
     with pytest.raises(InvalidOrder, match="owed back"):
         refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
             amount=10, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))
+
+
+def test_a_late_payment_is_refunded_whole_and_cannot_then_be_paid(user):
+    order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
+    late = order.quote.expires_at + timedelta(minutes=1)
+    other = shop.order_for_all_h200(shop.customer("bob@example.com"), now=late)
+    shop.pay(order, seen_at=late, now=late)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    with pytest.raises(InvalidOrder, match="refunded as a whole"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            address=REFUND_TO, amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="r",
+            whole_order=False))
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        address=REFUND_TO, amount=order.quote.amount - 300, network_fee=300, rate_choice="quote", txid="ef" * 32,
+        reason="no capacity", whole_order=True))
+    order = fresh(order)
+    assert order.state == "refunded" and not order.refund_due and order.excess == {}
+    from anchorgpu.orders.services import order_cancel
+    order_cancel(order=other, actor="bob@example.com")  # the cards free up after the refund
+    with pytest.raises(NotAllowedNow):
+        payment_recheck_capacity(order=order, actor="operator")
+    with pytest.raises(NotAllowedNow):
+        payment_mark_paid(order=order, actor="operator", reason="r")
+
+
+def test_an_on_time_transfer_still_confirming_keeps_the_cards(user):
+    from anchorgpu.orders.lifecycle import orders_expire_due
+    order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
+    quote = order.quote
+    transfer = shop.pay(order, confirmations=0, seen_at=quote.expires_at - timedelta(minutes=2),
+                        now=quote.expires_at - timedelta(minutes=1))
+    assert fresh(order).booking.expires_at > quote.expires_at  # the hold was extended
+    after = quote.expires_at + timedelta(minutes=30)
+    assert orders_expire_due(now=after) == 0
+    from anchorgpu.orders.errors import Unavailable
+    with pytest.raises(Unavailable):  # the cards are still held: nobody else gets them for that time
+        shop.place(shop.customer("bob@example.com"), product="h200-141gb", quantity=16, term_days=7,
+                   start=after + timedelta(hours=1), now=after)
+    transfer_confirmations_update(transfer=transfer, confirmations=2, actor="operator", now=after)
+    order = fresh(order)
+    assert order.state == "paid" and order.booking.kind == Booking.Kind.CONFIRMED
+
+
+def test_a_refund_never_goes_to_a_sender_even_one_recorded_later(user):
+    order = shop.place(user)
+    shop.pay(order, amount=order.quote.amount + 500)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    Transfer.objects.filter(order=order).update(sender=REFUND_TO)  # the explorer shows where it came from
+    with pytest.raises(InvalidOrder, match="sender"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            address=REFUND_TO, amount=500, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=False))
+    with pytest.raises(InvalidOrder, match="not the refund address"):
+        refund_record(order=order, actor="operator", refund=RefundInput(
+            address="3J98t1WpEZ73CNmQviecrnyiWrnqRhWNLy", amount=500, rate_choice="quote", txid="cd" * 32,
+            reason="r", whole_order=False))
+    assert not Refund.objects.exists()
+
+
+def test_money_confirmed_after_a_whole_refund_is_owed_back(user):
+    order = shop.place(user)
+    quarter = order.quote.amount // 4
+    shop.pay(order, amount=quarter, index=0)
+    late_one = shop.pay(order, amount=quarter, index=1, confirmations=0)
+    assert fresh(order).state == "underpaid"
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    refund_record(order=order, actor="operator", refund=RefundInput(
+        address=REFUND_TO, amount=quarter, rate_choice="quote", txid="cd" * 32, reason="gave up", whole_order=True))
+    assert fresh(order).state == "refunded" and not fresh(order).refund_due
+    transfer_confirmations_update(transfer=late_one, confirmations=3, actor="operator")
+    order = fresh(order)
+    assert order.refund_due and order.excess["units"] == str(quarter)
+
+
+def test_quotes_to_the_public_test_keys_are_refused_unless_allowed(user, settings):
+    from anchorgpu.orders.errors import Unavailable
+    from anchorgpu.payments.models import Quote
+
+    settings.ANCHORGPU_ALLOW_TEST_KEYS = False
+    with pytest.raises(Unavailable, match="not set up"):
+        shop.place(user)
+    assert not Order.objects.exists() and not Quote.objects.exists() and not Booking.objects.exists()

@@ -126,7 +126,8 @@ def test_logout_by_post_only(client):
 
 def test_nav_offers_login_and_signup_when_logged_out(client):
     page = client.get("/fr/").content.decode()
-    assert 'href="/fr/account/login/"' in page and 'href="/fr/account/signup/"' in page
+    # Each brings the customer back to the page they were on.
+    assert 'href="/fr/account/login/?next=/fr/"' in page and 'href="/fr/account/signup/?next=/fr/"' in page
     assert "/account/logout/" not in page
 
 

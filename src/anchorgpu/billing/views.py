@@ -22,7 +22,9 @@ def pdf_response(content: bytes, number: str) -> HttpResponse:
 
 
 def _order(request, reference: str) -> Order:
-    orders = Order.objects.all() if request.user.is_staff else Order.objects.filter(user=request.user)
+    # Operators who may see invoices in the admin may download any; a customer only their own.
+    may_see_all = request.user.is_staff and request.user.has_perm("billing.view_invoice")
+    orders = Order.objects.all() if may_see_all else Order.objects.filter(user=request.user)
     order = orders.filter(reference=reference).first()
     if order is None:
         raise Http404("no such order")

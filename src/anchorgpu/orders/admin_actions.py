@@ -157,7 +157,7 @@ class OrderToolsMixin:
         if not self.may_operate(request):
             raise PermissionDenied
         order = Order.objects.filter(pk=object_id).select_related("quote__asset").first() \
-            if str(object_id).isdigit() else None
+            if str(object_id).isascii() and str(object_id).isdigit() else None
         if order is None:
             return self._get_obj_does_not_exist_redirect(request, Order._meta, object_id)
         if getattr(order, "quote", None) is None:

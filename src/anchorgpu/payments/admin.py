@@ -106,7 +106,12 @@ class DepositKeyAdmin(admin.ModelAdmin):
         return f"{obj.extended_public_key[:16]}…"
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
+        if change:
+            # Never write next_index from the form's copy: checkouts advance it concurrently.
+            obj.save(update_fields=[name for name in ("extended_public_key", "label") if name in form.changed_data]
+                     or ["label"])
+        else:
+            super().save_model(request, obj, form, change)
         if form.changed_data:
             audit_record(actor=request.user.get_username(), action="deposit_key_change" if change else
                          "deposit_key_add", obj=obj, data={"changed": form.changed_data, "scheme": obj.scheme,

@@ -20,6 +20,8 @@ DEMO_ZPUB = ("zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1AD
              "2AGutZYs")
 DEMO_XPUB_EVM = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8"
                  "ddYM3PwnATt")
+# Their private keys are public knowledge: quotes to them are refused unless the demo allows it.
+PUBLIC_TEST_KEYS = frozenset({DEMO_ZPUB, DEMO_XPUB_EVM})
 USDC_ETHEREUM = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
 
 ASSETS = [

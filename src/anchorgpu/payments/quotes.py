@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
@@ -12,8 +14,11 @@ from anchorgpu.orders.errors import Unavailable
 
 from .addresses import AddressError, derive_address
 from .amounts import crypto_amount
+from .demo import PUBLIC_TEST_KEYS
 from .models import Asset, DepositKey, PaymentSettings, Quote
 from .selectors import rate_current
+
+log = logging.getLogger(__name__)
 
 
 def _fresh_index(scheme: str) -> tuple[DepositKey, int]:
@@ -35,6 +40,11 @@ def quote_create(*, order, asset: Asset, now: datetime, actor: str) -> Quote:
     rate = rate_current(asset, order.currency, now=now, settings=settings)
     amount = crypto_amount(order.fiat_total, rate=rate.price, decimals=asset.decimals)
     key, index = _fresh_index(asset.scheme)
+    if key.extended_public_key.strip() in PUBLIC_TEST_KEYS and not django_settings.ANCHORGPU_ALLOW_TEST_KEYS:
+        log.error("refusing a quote: the %s deposit key is the demo's public test key; set your own in the admin",
+                  asset.scheme)
+        raise Unavailable(_("Payments in %(asset)s are not set up yet. Please try again later or choose another "
+                            "asset.") % {"asset": asset.symbol}, code="no_key")
     try:
         address = derive_address(key.extended_public_key, asset.scheme, index)
     except AddressError:

@@ -17,11 +17,12 @@ from django.views.decorators.http import require_POST
 
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
+from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel, order_place
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
-from anchorgpu.payments.uri import qr_svg
+from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
 
 from . import order_forms, timeline
 from .checkout_form import CheckoutForm
@@ -62,11 +63,13 @@ def _preview(form: CheckoutForm, product: Product):
     term = data.get("term") or form.initial.get("term") or 7
     try:
         quantity, term = int(quantity), int(term)
-        options = [o.slug for o in data.get("options") or []]
-        return offers_selector.offer_for(product, term_days=term, quantity=quantity, not_before=data.get("start"),
-                                         options=options)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+    if term not in TERM_DAYS or not 1 <= quantity <= MAX_QUANTITY:
+        return None  # the form says what is wrong; no preview for it
+    options = [o.slug for o in data.get("options") or []]
+    return offers_selector.offer_for(product, term_days=term, quantity=quantity, not_before=data.get("start"),
+                                     options=options)
 
 
 @login_required
@@ -104,13 +107,23 @@ def order_list(request):
 def _detail_context(request, order: Order, **extra) -> dict:
     quote = getattr(order, "quote", None)
     evaluation = payment_status(order) if quote else None
+    pay_uri, pay_amount = "", ""
+    if quote:  # an underpaid order asks only for what is missing
+        units = evaluation.shortfall if order.state == "underpaid" and evaluation.shortfall else quote.amount
+        pay_uri = payment_uri(scheme=quote.scheme, address=quote.address, amount=units,
+                              decimals=quote.asset.decimals, chain_id=quote.asset.chain_id,
+                              contract=quote.asset.contract)
+        pay_amount = whole_units(units, quote.asset.decimals)
     context = {
         "order": order,
         "payable": order.state in ("awaiting_payment", "payment_claimed", "underpaid"),
         "wants_refund_address": order.refund_due or (order.state in ("underpaid", "paid_late", "expired")
                                                      and evaluation is not None and evaluation.confirmed_total > 0),
         "quote": quote,
-        "qr_svg": qr_svg(quote.uri) if quote else "",
+        "qr_svg": qr_svg(pay_uri) if quote else "",
+        "pay_uri": pay_uri,
+        "demo_keys": bool(quote) and getattr(settings, "ANCHORGPU_ALLOW_TEST_KEYS", False),
+        "pay_amount": pay_amount,
         "evaluation": evaluation,
         "timeline": timeline.for_order(order),
         "now": timezone.now(),

@@ -61,7 +61,7 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
         case "refund_record":
             return "payment", _("Refund sent: %(amount)s %(symbol)s.") % {
                 "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
-        case "term_end_warning":
+        case "term_warning":
             return "info", _("Reminder sent: the term ends within 24 hours.")
     return None
 
