@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import re
-from datetime import timezone as dt_timezone
 
 from django import forms
-from django.conf import settings
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django_countries import countries
 
-from anchorgpu.allocation.rules import StartProblem, start_problem
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
 from anchorgpu.orders.services import Checkout
 from anchorgpu.orders.ssh_keys import SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
+
+from .forms import checked_start
 
 MAX_KEYS_TEXT = 40_000
 _VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")
@@ -85,17 +83,9 @@ class CheckoutForm(forms.Form):
         self.parsed_keys = []
 
     def clean_start(self):
-        start = self.cleaned_data.get("start")
-        if start is None:
-            return None
-        start = start.astimezone(dt_timezone.utc).replace(second=0, microsecond=0)
-        horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
-        problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
-        if problem is StartProblem.PAST:
-            raise forms.ValidationError(_("That start is in the past; choose a later one or “as soon as possible”."))
-        if problem is StartProblem.BEYOND_HORIZON:
-            raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
-        return start
+        start = checked_start(self.cleaned_data.get("start"),
+                              past=_("That start is in the past; choose a later one or “as soon as possible”."))
+        return start.replace(second=0, microsecond=0) if start else None
 
     def clean_vat_id(self):
         value = re.sub(r"[\s.-]", "", self.cleaned_data.get("vat_id", "")).upper()

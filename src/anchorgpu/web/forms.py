@@ -15,6 +15,21 @@ from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
 
 
+def checked_start(start, *, past: str):
+    """A start a customer typed, as UTC, inside the booking horizon; ``past`` is
+    the message for a start already gone."""
+    if start is None:
+        return None
+    start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
+    horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
+    problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
+    if problem is StartProblem.PAST:
+        raise forms.ValidationError(past)
+    if problem is StartProblem.BEYOND_HORIZON:
+        raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
+    return start
+
+
 class OfferQueryForm(forms.Form):
     """Quantity, term and an optional earliest start for the live catalog."""
 
@@ -63,17 +78,8 @@ class OfferQueryForm(forms.Form):
         return form
 
     def clean_start(self):
-        start = self.cleaned_data.get("start")
-        if start is None:
-            return None
-        start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
-        horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
-        problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
-        if problem is StartProblem.PAST:
-            raise forms.ValidationError(_("The start is in the past; leave it empty to start as soon as possible."))
-        if problem is StartProblem.BEYOND_HORIZON:
-            raise forms.ValidationError(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
-        return start
+        return checked_start(self.cleaned_data.get("start"),
+                             past=_("The start is in the past; leave it empty to start as soon as possible."))
 
     def clean_environment(self):
         slug = self.cleaned_data.get("environment")
