@@ -34,6 +34,7 @@ test-postgres: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/allocation.py
+	$(BIN)/python bench/orders.py
 
 clean:
 	rm -rf $(VENV) var
