@@ -118,11 +118,11 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
             OrderKey.objects.bulk_create([
                 OrderKey(order=order, key_type=key.type, fingerprint=key.fingerprint, comment=key.comment,
                          public_key=key.line) for key in request.ssh_keys])
-            quote_create(order=order, asset=request.asset, now=now, actor=actor)
             audit_record(actor=actor, action="order_place", obj=order, to_state=order.state,
                          data={"product": request.product.slug, "quantity": request.quantity,
                                "term_days": request.term_days, "total": str(price.total),
                                "currency": price.currency, "booking": booking.pk})
+            quote_create(order=order, asset=request.asset, now=now, actor=actor)
             transaction.on_commit(lambda: notify.order_placed(order.pk))
     except IntegrityError:
         earlier = Order.objects.filter(user=user, idempotency_key=key).first() if key else None
