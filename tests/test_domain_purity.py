@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 PURE_MODULES = [
-    "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
+    "anchorgpu.messages", "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
     "anchorgpu.allocation.placement", "anchorgpu.allocation.rules",
     "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing",
     "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",

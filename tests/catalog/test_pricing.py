@@ -38,7 +38,8 @@ def quote(**kwargs):
 def test_cards_line_is_rate_times_cards_times_hours():
     result = quote(quantity=2, term_days=3)
     assert result.currency == "USD"
-    assert result.lines == (Line("cards", "H100 SXM: 2 card(s) × 72 h", 144, D("2.50"), D("360.00")),)
+    assert result.lines == (Line("cards", "H100 SXM: 2 card(s) × 72 h", 144, D("2.50"), D("360.00"),
+                                 {"product": "H100 SXM", "cards": 2, "hours": 72}),)
     assert result.total == D("360.00")
 
 
@@ -46,7 +47,8 @@ def test_term_discount_is_a_negative_line_on_the_cards_amount():
     result = quote(quantity=2, term_days=7)
     cards, discount = result.lines
     assert cards.amount == D("840.00")  # 2.50 × 2 × 168
-    assert discount == Line("discount", "7-day term discount (5 %)", 1, D("-42.00"), D("-42.00"))
+    assert discount == Line("discount", "7-day term discount (5 %)", 1, D("-42.00"), D("-42.00"),
+                           {"days": 7, "percent": "5"})
     assert result.total == D("798.00")
 
 

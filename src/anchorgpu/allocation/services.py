@@ -25,11 +25,13 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import SYSTEM, audit_record
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import RuleError, check_quantity, check_term
 from anchorgpu.fleet.models import Host
+from anchorgpu.i18n import message
 
 from . import placement, rules, selectors
 from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable
@@ -56,7 +58,7 @@ def _period(start: datetime, end: datetime) -> Period:
     try:
         return Period(start, end)
     except PeriodError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest(message(exc)) from None
 
 
 def _expire_stale_holds(now: datetime, *, actor: str = SYSTEM, only: int | None = None) -> int:
@@ -110,14 +112,14 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
     except RuleError as exc:
         raise InvalidRequest(str(exc)) from None
     if not product.is_active:
-        raise InvalidRequest(f"{product.name} is not on sale.")
+        raise InvalidRequest(_("%(product)s is not on sale.") % {"product": product.name})
     period = _period(start, start + timedelta(days=term_days))
     horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
     problem = rules.start_problem(period.start, now=now, horizon_days=horizon)
     if problem is rules.StartProblem.PAST:
-        raise InvalidRequest("The start is in the past; choose now or a later date.")
+        raise InvalidRequest(_("The start is in the past; choose now or a later date."))
     if problem is rules.StartProblem.BEYOND_HORIZON:
-        raise InvalidRequest(f"Bookings can start at most {horizon} days ahead.")
+        raise InvalidRequest(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
     minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
     if minutes < 1:
         raise InvalidRequest("A hold must last at least one minute.")

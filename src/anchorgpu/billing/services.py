@@ -10,9 +10,10 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from anchorgpu.audit.services import audit_record
+from anchorgpu.orders.lines import line_label
 
 from .models import CreditNote, DocumentSequence, Invoice, InvoiceLine
 
@@ -52,8 +53,10 @@ def invoice_issue(*, order, crypto_amount: int, actor: str, now: datetime | None
         billing_address=order.billing_address, vat_id=order.vat_id, asset_symbol=quote.asset.symbol,
         network_name=quote.asset.network_name, decimals=quote.asset.decimals, crypto_amount=crypto_amount,
         rate=quote.rate, rate_source=quote.rate_source, rate_at=quote.rate_at)
+    with translation.override(order.language):  # the invoice is written in the order's language
+        descriptions = [line_label(line)[:200] for line in order.lines]
     InvoiceLine.objects.bulk_create([
-        InvoiceLine(invoice=invoice, position=i, kind=line["kind"], description=line["description"][:200],
+        InvoiceLine(invoice=invoice, position=i, kind=line["kind"], description=descriptions[i - 1],
                     quantity=line["quantity"], unit_price=Decimal(line["unit_price"]), amount=Decimal(line["amount"]))
         for i, line in enumerate(order.lines, start=1)])
     audit_record(actor=actor, action="invoice_issue", obj=order,

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Mapping, Sequence
 
+from anchorgpu.messages import gettext_noop
+
 from .rules import RuleError, check_quantity, check_term
 
 HOURS_PER_DAY = 24
@@ -48,6 +50,8 @@ class Line:
     quantity: int
     unit_price: Decimal
     amount: Decimal
+    # What a reader's language needs to describe the line (``description`` is English).
+    params: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,27 +80,31 @@ def price(
     try:
         rate = prices.rate_per_card_hour[product]
     except KeyError:
-        raise RuleError(f"{product_name} has no price in the current price list.") from None
+        raise RuleError(gettext_noop("%(product)s has no price in the current price list."),
+                        product=product_name) from None
     cards = quantity * cards_per_unit
     hours = term_days * HOURS_PER_DAY
     cards_amount = rate * cards * hours
-    lines = [Line("cards", f"{product_name}: {cards} card(s) × {hours} h", cards * hours, rate, cards_amount)]
+    lines = [Line("cards", f"{product_name}: {cards} card(s) × {hours} h", cards * hours, rate, cards_amount,
+                  {"product": product_name, "cards": cards, "hours": hours})]
     percent = prices.term_discount_percent.get(term_days, Decimal(0))
     if percent:
         lines.append(Line("discount", f"{term_days}-day term discount ({percent.normalize():f} %)", 1,
-                          -cards_amount * percent / 100, -cards_amount * percent / 100))
+                          -cards_amount * percent / 100, -cards_amount * percent / 100,
+                          {"days": term_days, "percent": f"{percent.normalize():f}"}))
     seen: set[str] = set()
     for slug in options:
         if slug in seen:
-            raise RuleError(f"The option “{slug}” is listed twice.")
+            raise RuleError(gettext_noop("The option “%(option)s” is listed twice."), option=slug)
         seen.add(slug)
         option = prices.options.get(slug)
         if option is None:
-            raise RuleError(f"Unknown option “{slug}”.")
+            raise RuleError(gettext_noop("Unknown option “%(option)s”."), option=slug)
         if term_days not in option.price_per_term:
-            raise RuleError(f"The option “{option.name}” is not offered for a {term_days}-day term.")
+            raise RuleError(gettext_noop("The option “%(option)s” is not offered for a %(days)d-day term."),
+                            option=option.name, days=term_days)
         each = option.price_per_term[term_days]
         count = quantity if option.per_unit else 1
-        lines.append(Line("option", option.name, count, each, each * count))
+        lines.append(Line("option", option.name, count, each, each * count, {"option": option.name}))
     total = sum((line.amount for line in lines), Decimal(0)).quantize(prices.minor_unit, rounding=ROUND_HALF_UP)
     return Price(prices.currency, tuple(lines), total)

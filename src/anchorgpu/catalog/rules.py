@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from anchorgpu.messages import DomainError, gettext_noop
+
 TERM_DAYS: tuple[int, ...] = (3, 7, 30)
 MAX_QUANTITY = 1000  # larger requests are input errors, not capacity questions
 
@@ -36,7 +38,7 @@ _RUNS_ON: dict[Stack, frozenset[Stack]] = {
 }
 
 
-class RuleError(ValueError):
+class RuleError(DomainError):
     """A request that breaks a catalog rule; the message is for the customer."""
 
 
@@ -44,12 +46,13 @@ def environment_fits(product_stack: Stack | str, environment_stack: Stack | str)
     return Stack(environment_stack) in _RUNS_ON[Stack(product_stack)]
 
 
-def check_environment(product_name: str, product_stack: Stack | str, environment_name: str, environment_stack: Stack | str) -> None:
+def check_environment(product_name: str, product_stack: Stack | str, environment_name: str,
+                      environment_stack: Stack | str) -> None:
     if not environment_fits(product_stack, environment_stack):
-        raise RuleError(
-            f"The environment “{environment_name}” is built for {Stack(environment_stack).label} "
-            f"and cannot run on {product_name} ({Stack(product_stack).label})."
-        )
+        raise RuleError(gettext_noop("The environment “%(environment)s” is built for %(environment_stack)s and cannot "
+                                     "run on %(product)s (%(stack)s)."),
+                        environment=environment_name, environment_stack=Stack(environment_stack).label,
+                        product=product_name, stack=Stack(product_stack).label)
 
 
 def _whole(value) -> bool:
@@ -59,15 +62,16 @@ def _whole(value) -> bool:
 
 def check_term(days: int) -> int:
     if not _whole(days) or days not in TERM_DAYS:
-        raise RuleError(f"Terms are {', '.join(map(str, TERM_DAYS))} days; {days} is not one of them.")
+        raise RuleError(gettext_noop("Terms are %(terms)s days; %(days)s is not one of them."),
+                        terms=", ".join(map(str, TERM_DAYS)), days=days)
     return days
 
 
 def check_quantity(quantity: int) -> int:
     if not _whole(quantity):
-        raise RuleError("Quantity must be a whole number of units.")
+        raise RuleError(gettext_noop("Quantity must be a whole number of units."))
     if quantity < 1:
-        raise RuleError("Quantity must be at least 1.")
+        raise RuleError(gettext_noop("Quantity must be at least 1."))
     if quantity > MAX_QUANTITY:
-        raise RuleError(f"Quantity must be at most {MAX_QUANTITY}.")
+        raise RuleError(gettext_noop("Quantity must be at most %(most)d."), most=MAX_QUANTITY)
     return quantity

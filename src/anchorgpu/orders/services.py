@@ -20,6 +20,7 @@ from anchorgpu.catalog import pricing
 from anchorgpu.catalog.models import Environment, Product
 from anchorgpu.catalog.rules import RuleError, check_environment
 from anchorgpu.catalog.selectors import NoPriceList, price_list_current
+from anchorgpu.i18n import message
 from anchorgpu.payments.models import Asset, PaymentSettings
 from anchorgpu.payments.quotes import quote_create
 
@@ -53,7 +54,8 @@ class Checkout:
 
 def _lines(price: pricing.Price) -> list[dict]:
     return [{"kind": line.kind, "description": line.description, "quantity": line.quantity,
-             "unit_price": str(line.unit_price), "amount": str(line.amount)} for line in price.lines]
+             "unit_price": str(line.unit_price), "amount": str(line.amount), "params": dict(line.params)}
+            for line in price.lines]
 
 
 def _check(request: Checkout, now: datetime) -> pricing.Price:
@@ -76,7 +78,7 @@ def _check(request: Checkout, now: datetime) -> pricing.Price:
         raise Unavailable(_("The shop has no prices set right now; please try again later."),
                           code="no_prices") from None
     except RuleError as exc:
-        raise InvalidOrder(str(exc)) from None
+        raise InvalidOrder(message(exc)) from None
 
 
 def order_place(*, user, request: Checkout, now: datetime | None = None) -> Order:
@@ -133,7 +135,7 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
         raise Unavailable(_("Someone else has just taken the last free unit(s) for that start. Choose another "
                             "start or quantity; nothing was charged."), code="taken") from None
     except InvalidRequest as exc:
-        raise InvalidOrder(str(exc)) from None
+        raise InvalidOrder(message(exc)) from None
     return order
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from bip_utils import Base58Decoder, SegwitBech32Decoder
 from Crypto.Hash import keccak
 
+from anchorgpu.messages import DomainError, gettext_noop
+
 from .addresses import Scheme
 
 _HRP = {Scheme.BTC: "bc", Scheme.BTC_TESTNET: "tb"}
@@ -17,7 +19,7 @@ _BASE58_VERSIONS = {Scheme.BTC: {0x00, 0x05}, Scheme.BTC_TESTNET: {0x6F, 0xC4}}
 _HEX = set("0123456789abcdef")
 
 
-class AddressCheckError(ValueError):
+class AddressCheckError(DomainError):
     pass
 
 
@@ -30,19 +32,19 @@ def check_address(text: str, scheme: Scheme | str) -> str:
     scheme = Scheme(scheme)
     value = (text or "").strip()
     if not value:
-        raise AddressCheckError("Give an address.")
+        raise AddressCheckError(gettext_noop("Give an address."))
     if len(value) > 100:
-        raise AddressCheckError("That is far too long to be an address.")
+        raise AddressCheckError(gettext_noop("That is far too long to be an address."))
     if scheme is Scheme.EVM:
         body = value[2:] if value[:2] in ("0x", "0X") else None
         if body is None or len(body) != 40 or not set(body.lower()) <= _HEX:
-            raise AddressCheckError("An Ethereum address is “0x” followed by 40 hexadecimal characters.")
+            raise AddressCheckError(gettext_noop("An Ethereum address is “0x” followed by 40 hexadecimal characters."))
         checksummed = _eip55(body.lower())
         if body not in (body.lower(), body.upper()) and "0x" + body != checksummed:
-            raise AddressCheckError("The address's mixed upper and lower case does not match its checksum: "
-                                    "check it for a typing mistake.")
+            raise AddressCheckError(gettext_noop("The address's mixed upper and lower case does not match its checksum: "
+                                    "check it for a typing mistake."))
         if int(body, 16) == 0:
-            raise AddressCheckError("That is the zero address; funds sent there are lost.")
+            raise AddressCheckError(gettext_noop("That is the zero address; funds sent there are lost."))
         return checksummed
     hrp = _HRP[scheme]
     if value.lower().startswith(hrp + "1"):
@@ -50,15 +52,15 @@ def check_address(text: str, scheme: Scheme | str) -> str:
             version, program = SegwitBech32Decoder.Decode(hrp, value.lower() if value.islower() or value.isupper()
                                                           else value)
         except Exception:  # noqa: BLE001 - bip-utils raises several types
-            raise AddressCheckError("That SegWit address does not pass its checksum: check it for a typing "
-                                    "mistake.") from None
+            raise AddressCheckError(gettext_noop("That SegWit address does not pass its checksum: check it for a typing "
+                                    "mistake.")) from None
         if not (version == 0 and len(program) in (20, 32)) and not (version == 1 and len(program) == 32):
-            raise AddressCheckError("That SegWit address is of a kind we do not send to.")
+            raise AddressCheckError(gettext_noop("That SegWit address is of a kind we do not send to."))
         return value.lower()
     try:
         payload = Base58Decoder.CheckDecode(value)
     except Exception:  # noqa: BLE001
-        raise AddressCheckError("That is not a valid Bitcoin address for this network.") from None
+        raise AddressCheckError(gettext_noop("That is not a valid Bitcoin address for this network.")) from None
     if len(payload) != 21 or payload[0] not in _BASE58_VERSIONS[scheme]:
-        raise AddressCheckError("That is not a valid Bitcoin address for this network.")
+        raise AddressCheckError(gettext_noop("That is not a valid Bitcoin address for this network."))
     return value

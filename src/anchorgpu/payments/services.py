@@ -21,6 +21,7 @@ from anchorgpu.allocation.errors import HoldExpired, InvalidRequest, NoLongerAva
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import credit_note_issue, invoice_issue
+from anchorgpu.i18n import message
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
@@ -52,7 +53,7 @@ def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | N
             try:
                 normalised = normalise_txid(txid, chain=quote.asset.chain)
             except TxIdError as exc:
-                raise InvalidOrder(str(exc), code="bad_txid") from None
+                raise InvalidOrder(message(exc), code="bad_txid") from None
         if locked.order_state is S.PAYMENT_CLAIMED and normalised and not locked.claimed_txid:
             locked.claimed_txid = normalised  # adding the hash to an earlier claim
             locked.save(update_fields=["claimed_txid", "updated_at"])
@@ -90,7 +91,7 @@ def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
         try:
             canonical = check_address(address, quote.scheme)
         except AddressCheckError as exc:
-            raise InvalidOrder(str(exc), code="bad_address") from None
+            raise InvalidOrder(message(exc), code="bad_address") from None
         if canonical.lower() == quote.address.lower():
             raise InvalidOrder(_("That is this order's deposit address; give an address of your own."),
                                code="bad_address")
@@ -267,7 +268,7 @@ def transfer_record(*, order: Order, transfer: TransferInput, actor: str, source
         try:
             txid = normalise_txid(transfer.txid, chain=asset.chain)
         except TxIdError as exc:
-            raise InvalidOrder(str(exc), code="bad_txid") from None
+            raise InvalidOrder(message(exc), code="bad_txid") from None
         duplicate = Transfer.objects.filter(chain=asset.network, txid=txid, index=transfer.index).first()
         if duplicate is not None:
             where = _("this order") if duplicate.order_id == locked.pk else _("order %(ref)s") % {
@@ -415,7 +416,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
         try:
             sent_to = check_address(refund.address, quote.scheme)
         except AddressCheckError as exc:
-            raise InvalidOrder(str(exc), code="bad_address") from None
+            raise InvalidOrder(message(exc), code="bad_address") from None
         if sent_to.lower() != locked.refund_address.lower():
             raise InvalidOrder(_("That is not the refund address the customer gave (%(address)s); a refund goes "
                                  "only there.") % {"address": locked.refund_address}, code="bad_address")
@@ -441,7 +442,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
         try:
             txid = normalise_txid(refund.txid, chain=quote.asset.chain)
         except TxIdError as exc:
-            raise InvalidOrder(str(exc), code="bad_txid") from None
+            raise InvalidOrder(message(exc), code="bad_txid") from None
         if refund.rate_choice == Refund.RateChoice.CURRENT:
             if refund.rate is None or refund.rate <= 0:
                 raise InvalidOrder(_("Give the day's rate used for the refund."), code="rate_required")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+from anchorgpu.messages import DomainError, gettext_noop
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class TxIdError(ValueError):
+class TxIdError(DomainError):
     pass
 
 
@@ -17,14 +19,14 @@ def normalise_txid(text: str, *, chain: str) -> str:
     value = (text or "").strip().lower()
     if chain == "btc":
         if value.startswith("0x"):
-            raise TxIdError("A Bitcoin transaction id has no “0x”: 64 hexadecimal characters.")
+            raise TxIdError(gettext_noop("A Bitcoin transaction id has no “0x”: 64 hexadecimal characters."))
         if not _HEX64.fullmatch(value):
-            raise TxIdError("A Bitcoin transaction id is 64 hexadecimal characters.")
+            raise TxIdError(gettext_noop("A Bitcoin transaction id is 64 hexadecimal characters."))
         return value
     if chain == "evm":
         if not value.startswith("0x") or not _HEX64.fullmatch(value[2:]):
-            raise TxIdError("An Ethereum transaction hash is “0x” followed by 64 hexadecimal characters.")
+            raise TxIdError(gettext_noop("An Ethereum transaction hash is “0x” followed by 64 hexadecimal characters."))
         if value == "0x" + "0" * 64:
-            raise TxIdError("That transaction hash is all zeros.")
+            raise TxIdError(gettext_noop("That transaction hash is all zeros."))
         return value
-    raise TxIdError(f"Unknown chain “{chain}”.")
+    raise TxIdError(gettext_noop("Unknown chain “%(chain)s”."), chain=chain)

@@ -10,6 +10,7 @@ from django_countries import countries
 
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
+from anchorgpu.i18n import message
 from anchorgpu.orders.services import Checkout
 from anchorgpu.orders.ssh_keys import SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
@@ -113,7 +114,7 @@ class CheckoutForm(forms.Form):
                       "public key (the .pub file). It has not been saved."), code="private_key") from None
             where = _("Line %(n)d: ") % {"n": exc.line} if exc.line else ""
             raise forms.ValidationError(_("%(where)sThis is not an SSH public key we can use: %(reason)s")
-                                        % {"where": where, "reason": str(exc)}, code="bad_key") from None
+                                        % {"where": where, "reason": message(exc)}, code="bad_key") from None
         return "\n".join(key.line for key in self.parsed_keys)
 
     def clean(self):

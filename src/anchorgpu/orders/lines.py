@@ -1,0 +1,23 @@
+"""Price lines in the reader's language. An order keeps its lines as data
+(kind, quantity, prices and the facts that describe them); the words are
+made when the lines are shown, in the language of whoever reads them."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext as _
+
+
+def line_label(line: dict) -> str:
+    params = line.get("params") or {}
+    kind = line.get("kind")
+    if kind == "cards" and params:
+        cards, hours = int(params["cards"]), int(params["hours"])
+        return ngettext("%(product)s: %(cards)d card × %(hours)d h", "%(product)s: %(cards)d cards × %(hours)d h",
+                        cards) % {"product": params["product"], "cards": cards, "hours": hours}
+    if kind == "discount" and params:
+        return _("%(days)d-day term discount (%(percent)s %%)") % {"days": int(params["days"]),
+                                                                   "percent": params["percent"]}
+    if kind == "option" and params:
+        return gettext(str(params["option"]))  # catalog data: translated where the catalog carries it
+    return line.get("description", "")
