@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/anchorgpu
 
-.PHONY: serve test test-sqlite test-postgres bench clean
+.PHONY: serve test test-sqlite test-postgres bench clean catalogs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,15 +21,19 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-serve: $(VENV)/.installed
+# The translation catalogs, compiled from the committed .po files.
+catalogs: $(VENV)/.installed
+	$(BIN)/anchorgpu compilecatalogs
+
+serve: $(VENV)/.installed catalogs
 	$(BIN)/anchorgpu serve
 
 test: test-sqlite test-postgres
 
-test-sqlite: $(VENV)/.installed-test
+test-sqlite: $(VENV)/.installed-test catalogs
 	$(BIN)/pytest
 
-test-postgres: $(VENV)/.installed-test
+test-postgres: $(VENV)/.installed-test catalogs
 	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
 
 bench: $(VENV)/.installed-test

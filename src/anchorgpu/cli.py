@@ -3,6 +3,7 @@
     anchorgpu serve [--host H] [--port P]   migrate, load the demo into an empty database, serve the shop
     anchorgpu worker [--once] [--interval S] run the periodic sweeps
     anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
+    anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
     anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
 """
 
@@ -18,6 +19,12 @@ def _setup() -> None:
     import django
 
     django.setup()
+
+
+def _compile_catalogs(*, only_stale: bool) -> int:
+    from anchorgpu.i18n_catalogs import compile_catalogs
+
+    return len(compile_catalogs(only_stale=only_stale))
 
 
 def _prepare_database(load: bool) -> None:
@@ -63,12 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--once", action="store_true", help="sweep once and exit")
     worker.add_argument("--interval", type=_positive, default=15.0, help="seconds between sweeps (15)")
     sub.add_parser("demo", help="load the demo catalog, prices and fleet into an empty database")
+    sub.add_parser("compilecatalogs", help="compile the translation catalogs (.po to .mo)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    own = {"serve", "worker", "demo", "-h", "--help"}
+    own = {"serve", "worker", "demo", "compilecatalogs", "-h", "--help"}
     if argv and argv[0] not in own:
         _setup()
         from django.core.management import execute_from_command_line
@@ -79,11 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         _parser().print_help()
         return 2
+    if args.command == "compilecatalogs":
+        print(f"Compiled {_compile_catalogs(only_stale=False)} catalog(s).")
+        return 0
     if args.command == "serve" and not args.no_demo:
         # The demo server may take orders to the demo's public test-vector deposit keys (README).
         os.environ.setdefault("ANCHORGPU_ALLOW_TEST_KEYS", "1")
     _setup()
     if args.command == "serve":
+        _compile_catalogs(only_stale=True)  # a checkout that has not been through `make` yet
         _prepare_database(load=not args.no_demo)
         from waitress import serve
 

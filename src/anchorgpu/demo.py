@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from anchorgpu.catalog.models import Environment, Option, OptionPrice, PriceList, Product, ProductRate, TermDiscount
 from anchorgpu.fleet.models import Device, Host, Site
@@ -19,37 +20,39 @@ from anchorgpu.payments.demo import load_payments
 
 PRODUCTS = [
     # slug, name, vendor, GB per card, cards per unit, stack, summary, rate per card-hour
-    ("a100-sxm-80gb", "A100 SXM 80 GB", "NVIDIA", 80, 1, "cuda",
-     "Ampere, HBM2e. The economical choice for LoRA and mid-size full fine-tuning.", "1.29"),
-    ("h100-sxm-80gb", "H100 SXM 80 GB", "NVIDIA", 80, 1, "cuda",
-     "Hopper, HBM3, FP8 tensor cores. Fast steps for models that fit in 80 GB.", "2.19"),
-    ("h200-141gb", "H200 141 GB", "NVIDIA", 141, 1, "cuda",
-     "Hopper with 141 GB HBM3e: longer sequences and larger batches per card.", "2.89"),
-    ("mi300x-192gb", "MI300X 192 GB", "AMD", 192, 1, "rocm",
-     "CDNA 3 with 192 GB HBM3 on the ROCm stack: the most memory per card.", "2.39"),
-    ("b200-lot-2x180gb", "B200 lot, 2 × 180 GB", "NVIDIA", 180, 2, "blackwell",
-     "Two Blackwell cards on one host, joined by NVLink. Needs a Blackwell-ready build.", "4.49"),
+    ("a100-sxm-80gb", gettext_noop("A100 SXM 80 GB"), "NVIDIA", 80, 1, "cuda",
+     gettext_noop("Ampere, HBM2e. The economical choice for LoRA and mid-size full fine-tuning."), "1.29"),
+    ("h100-sxm-80gb", gettext_noop("H100 SXM 80 GB"), "NVIDIA", 80, 1, "cuda",
+     gettext_noop("Hopper, HBM3, FP8 tensor cores. Fast steps for models that fit in 80 GB."), "2.19"),
+    ("h200-141gb", gettext_noop("H200 141 GB"), "NVIDIA", 141, 1, "cuda",
+     gettext_noop("Hopper with 141 GB HBM3e: longer sequences and larger batches per card."), "2.89"),
+    ("mi300x-192gb", gettext_noop("MI300X 192 GB"), "AMD", 192, 1, "rocm",
+     gettext_noop("CDNA 3 with 192 GB HBM3 on the ROCm stack: the most memory per card."), "2.39"),
+    ("b200-lot-2x180gb", gettext_noop("B200 lot, 2 × 180 GB"), "NVIDIA", 180, 2, "blackwell",
+     gettext_noop("Two Blackwell cards on one host, joined by NVLink. Needs a Blackwell-ready build."), "4.49"),
 ]
 
 ENVIRONMENTS = [
-    ("pytorch-cuda124", "PyTorch 2.5 · CUDA 12.4 · Ubuntu 22.04", "cuda", "anchorgpu/pytorch:2.5-cu124"),
-    ("pytorch-cuda128", "PyTorch 2.7 · CUDA 12.8 (Blackwell-ready) · Ubuntu 24.04", "blackwell",
+    ("pytorch-cuda124", gettext_noop("PyTorch 2.5 · CUDA 12.4 · Ubuntu 22.04"), "cuda", "anchorgpu/pytorch:2.5-cu124"),
+    ("pytorch-cuda128", gettext_noop("PyTorch 2.7 · CUDA 12.8 (Blackwell-ready) · Ubuntu 24.04"), "blackwell",
      "anchorgpu/pytorch:2.7-cu128"),
-    ("pytorch-rocm63", "PyTorch 2.7 · ROCm 6.3 · Ubuntu 22.04", "rocm", "anchorgpu/pytorch:2.7-rocm6.3"),
-    ("bare-cuda", "Ubuntu 22.04 with the NVIDIA driver and CUDA toolkit only", "cuda", "anchorgpu/base:cuda-12.4"),
-    ("bare-rocm", "Ubuntu 22.04 with the ROCm driver and runtime only", "rocm", "anchorgpu/base:rocm-6.3"),
+    ("pytorch-rocm63", gettext_noop("PyTorch 2.7 · ROCm 6.3 · Ubuntu 22.04"), "rocm", "anchorgpu/pytorch:2.7-rocm6.3"),
+    ("bare-cuda", gettext_noop("Ubuntu 22.04 with the NVIDIA driver and CUDA toolkit only"), "cuda",
+     "anchorgpu/base:cuda-12.4"),
+    ("bare-rocm", gettext_noop("Ubuntu 22.04 with the ROCm driver and runtime only"), "rocm", "anchorgpu/base:rocm-6.3"),
 ]
 
 OPTIONS = [
     # slug, name, description, per unit, price for 3 / 7 / 30 days
-    ("checkpoint-storage-1tb", "Off-machine checkpoint storage, 1 TB",
-     "Object storage in the same site, kept 14 days after the term ends. This is where a checkpoint survives.",
-     False, ("6.00", "12.00", "40.00")),
-    ("extra-nvme-4tb", "Extra local NVMe, 4 TB",
-     "Fast scratch space on the host for datasets and temporary files. It is wiped at the end of the term "
-     "and is not a backup.", True, ("9.00", "18.00", "60.00")),
-    ("dedicated-ipv4", "Dedicated IPv4 address",
-     "A public IPv4 address of your own instead of a shared address with a port.", False, ("3.00", "6.00", "20.00")),
+    ("checkpoint-storage-1tb", gettext_noop("Off-machine checkpoint storage, 1 TB"),
+     gettext_noop("Object storage in the same site, kept 14 days after the term ends. This is where a checkpoint "
+                  "survives."), False, ("6.00", "12.00", "40.00")),
+    ("extra-nvme-4tb", gettext_noop("Extra local NVMe, 4 TB"),
+     gettext_noop("Fast scratch space on the host for datasets and temporary files. It is wiped at the end of the term "
+                  "and is not a backup."), True, ("9.00", "18.00", "60.00")),
+    ("dedicated-ipv4", gettext_noop("Dedicated IPv4 address"),
+     gettext_noop("A public IPv4 address of your own instead of a shared address with a port."), False,
+     ("3.00", "6.00", "20.00")),
 ]
 
 TERM_DISCOUNTS = {3: Decimal("0"), 7: Decimal("5"), 30: Decimal("15")}

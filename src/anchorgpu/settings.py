@@ -131,6 +131,7 @@ LANGUAGES = [
     ("ko", _("Korean")),
 ]
 LOCALE_PATHS = [PACKAGE_DIR / "locale"]
+FORMAT_MODULE_PATH = ["anchorgpu.formats"]  # our English date formats; the others are Django's per locale
 USE_I18N = True
 TIME_ZONE = "UTC"
 USE_TZ = True

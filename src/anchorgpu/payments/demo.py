@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from .models import Asset, DepositKey, PaymentSettings, Rate
 
@@ -26,9 +27,10 @@ USDC_ETHEREUM = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
 
 ASSETS = [
     # code, symbol, name, network, network name, scheme, chain id, decimals, contract, confirmations, tolerance bps
-    ("btc", "BTC", "Bitcoin", "bitcoin", "Bitcoin", "btc", None, 8, "", 2, 20),
-    ("eth", "ETH", "Ether", "ethereum", "Ethereum mainnet", "evm", 1, 18, "", 12, 20),
-    ("usdc-ethereum", "USDC", "USD Coin", "ethereum", "Ethereum mainnet (ERC-20)", "evm", 1, 6, USDC_ETHEREUM, 12, 10),
+    ("btc", "BTC", "Bitcoin", "bitcoin", gettext_noop("Bitcoin"), "btc", None, 8, "", 2, 20),
+    ("eth", "ETH", "Ether", "ethereum", gettext_noop("Ethereum mainnet"), "evm", 1, 18, "", 12, 20),
+    ("usdc-ethereum", "USDC", "USD Coin", "ethereum", gettext_noop("Ethereum mainnet (ERC-20)"), "evm", 1, 6,
+     USDC_ETHEREUM, 12, 10),
 ]
 # Demo figures only, in USD per whole coin.
 RATES = {"btc": "91250.00", "eth": "3120.00", "usdc-ethereum": "1.00"}
@@ -54,5 +56,5 @@ def load_payments(*, currency: str = "USD") -> dict[str, Asset]:
     now = timezone.now().replace(microsecond=0) - timedelta(seconds=1)
     for code, price in RATES.items():
         Rate.objects.create(asset=assets[code], currency=currency, price=Decimal(price), observed_at=now,
-                            source="demo figure, entered by hand", entered_by="demo")
+                            source=gettext_noop("demo figure, entered by hand"), entered_by="demo")
     return assets

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django_countries import countries
 
@@ -76,6 +77,10 @@ class CheckoutForm(forms.Form):
             is_active=True, stack__in=[e.stack for e in Environment.objects.filter(is_active=True)
                                        if environment_fits(product.stack, e.stack)])
         self.fields["options"].queryset = Option.objects.filter(is_active=True)
+        # Catalog names in the reader's language where the catalogs carry them.
+        self.fields["environment"].label_from_instance = lambda env: gettext(env.name)
+        self.fields["options"].label_from_instance = lambda option: gettext(option.name)
+        self.fields["asset"].label_from_instance = lambda asset: f"{asset.symbol} ({gettext(asset.network_name)})"
         self.fields["country"].choices = [("", _("Choose…"))] + list(countries)
         if product.cards_per_unit > 1:
             self.fields["quantity"].label = _("Lots")
