@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 from django_countries.fields import CountryField
 
 from anchorgpu.allocation.models import Booking
@@ -13,18 +14,18 @@ from .provisioning import Step
 from .states import OrderState
 
 STATE_LABELS = {
-    OrderState.AWAITING_PAYMENT: _("awaiting payment"),
-    OrderState.PAYMENT_CLAIMED: _("payment being checked"),
-    OrderState.PAID: _("paid"),
-    OrderState.PROVISIONING: _("preparing access"),
-    OrderState.ACTIVE: _("active"),
-    OrderState.COMPLETED: _("completed"),
-    OrderState.EXPIRED: _("expired"),
-    OrderState.CANCELLED: _("cancelled"),
-    OrderState.UNDERPAID: _("underpaid"),
-    OrderState.PAID_LATE: _("paid after expiry"),
-    OrderState.REFUNDED: _("refunded"),
-    OrderState.FAILED: _("failed"),
+    OrderState.AWAITING_PAYMENT: pgettext_lazy("order state", "awaiting payment"),
+    OrderState.PAYMENT_CLAIMED: pgettext_lazy("order state", "payment being checked"),
+    OrderState.PAID: pgettext_lazy("order state", "paid"),
+    OrderState.PROVISIONING: pgettext_lazy("order state", "preparing access"),
+    OrderState.ACTIVE: pgettext_lazy("order state", "active"),
+    OrderState.COMPLETED: pgettext_lazy("order state", "completed"),
+    OrderState.EXPIRED: pgettext_lazy("order state", "expired"),
+    OrderState.CANCELLED: pgettext_lazy("order state", "cancelled"),
+    OrderState.UNDERPAID: pgettext_lazy("order state", "underpaid"),
+    OrderState.PAID_LATE: pgettext_lazy("order state", "paid after expiry"),
+    OrderState.REFUNDED: pgettext_lazy("order state", "refunded"),
+    OrderState.FAILED: pgettext_lazy("order state", "failed"),
 }
 STATE_CHOICES = [(state.value, STATE_LABELS[state]) for state in OrderState]
 

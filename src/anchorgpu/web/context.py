@@ -20,4 +20,15 @@ def login_next(request) -> dict:
             target = ""
     else:
         target = request.get_full_path()
-    return {"login_next": target}
+    return {"login_next": target, "switch_next": _switch_next(request)}
+
+
+def _switch_next(request) -> str:
+    """This page's address for the language switcher, without a ``next``
+    parameter that points off the site (it would be echoed into the page)."""
+    query = request.GET.copy()
+    target = query.get("next")
+    if target is not None and not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                                   require_https=request.is_secure()):
+        del query["next"]
+    return request.path + (f"?{query.urlencode()}" if query else "")

@@ -14,4 +14,5 @@ urlpatterns = [
     path("orders/<str:reference>/refund-address/", order_views.order_refund_address, name="order_refund_address"),
     path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
     path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
+    path("guides/", include("anchorgpu.guides.urls")),
 ]
