@@ -4,6 +4,7 @@
     anchorgpu worker [--once] [--interval S] run the periodic sweeps
     anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
     anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
+    anchorgpu offers | order ...            the shop's API from a terminal (see anchorgpu.client)
     anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
 """
 
@@ -76,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("offers", "order"):  # the API client: no Django, no database
+        from anchorgpu.client.commands import run
+
+        return run(argv)
     own = {"serve", "worker", "demo", "compilecatalogs", "-h", "--help"}
     if argv and argv[0] not in own:
         _setup()

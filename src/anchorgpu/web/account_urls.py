@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from . import accounts
+from . import accounts, token_views
 
 urlpatterns = [
     path("signup/", accounts.signup, name="signup"),
@@ -24,4 +24,5 @@ urlpatterns = [
         name="password_reset_confirm"),
     path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
         template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
+    path("tokens/", token_views.api_tokens, name="api_tokens"),
 ]

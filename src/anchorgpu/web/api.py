@@ -1,35 +1,38 @@
-"""JSON API, version 1 (read-only catalog endpoints for now)."""
+"""JSON API, version 1: the catalog (read-only, public) here; quotes and orders
+in ``api_orders``, the OpenAPI schema in ``api_schema``."""
 
 from __future__ import annotations
 
-from datetime import timezone as dt_timezone
 from functools import wraps
 
 from django.http import JsonResponse
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
 
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
 
+from . import api_orders, api_schema
+from .api_json import iso, price_json
 from .forms import OfferQueryForm, ProductQueryForm
 from .responses import api_error, form_error
 
 
 def read_only(view):
-    """GET and HEAD only; anything else gets a JSON 405 like every API error."""
+    """GET and HEAD only; anything else gets a JSON 405 like every API error
+    (csrf_exempt, so that a POST gets that 405 rather than a CSRF page)."""
+    @csrf_exempt
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if request.method not in ("GET", "HEAD"):
-            response = api_error(405, "method_not_allowed", f"{request.method} is not allowed here; use GET.")
+            response = api_error(405, "method_not_allowed", _("%(method)s is not allowed here; use GET.")
+                                 % {"method": request.method[:20]})
             response["Allow"] = "GET, HEAD"
             return response
         return view(request, *args, **kwargs)
     return wrapper
-
-
-def _iso(moment):
-    return moment.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z") if moment else None
 
 
 def _offer_json(offer) -> dict:
@@ -46,7 +49,7 @@ def _offer_json(offer) -> dict:
         "quantity": offer.quantity,
         "units_total": offer.units_total,
         "units_free_now": offer.units_free_now,
-        "earliest_start": _iso(offer.earliest_start),
+        "earliest_start": iso(offer.earliest_start),
         "price": {str(days): f"{p.total:f}" for days, p in offer.prices.items()},
         "currency": offer.currency or None,
     }
@@ -79,13 +82,17 @@ def offer_detail(request, slug: str):
     body["environment"] = data["environment"].slug if data["environment"] else None
     body["environments"] = [e.slug for e in environments_for(product)]
     body["options"] = data["options"]
-    body["lines"] = [{"kind": l.kind, "description": l.description, "quantity": l.quantity,
-                      "unit_price": f"{l.unit_price:f}", "amount": f"{l.amount:f}"} for l in price.lines] if price else []
-    body["total"] = f"{price.total:f}" if price else None
+    body.update(price_json(price))
     return JsonResponse(body)
 
 
 urlpatterns = [
     path("offers", offers, name="api-offers"),
     path("offers/<slug:slug>", offer_detail, name="api-offer-detail"),
+    path("quotes", api_orders.quotes, name="api-quotes"),
+    path("orders", api_orders.orders, name="api-orders"),
+    path("orders/<str:reference>", api_orders.order_detail, name="api-order"),
+    path("orders/<str:reference>/paid", api_orders.order_paid, name="api-order-paid"),
+    path("orders/<str:reference>/cancel", api_orders.order_cancel_view, name="api-order-cancel"),
+    path("openapi.json", api_schema.openapi_view, name="api-openapi"),
 ]

@@ -20,7 +20,10 @@ def checked_start(start, *, past: str):
     the message for a start already gone."""
     if start is None:
         return None
-    start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
+    try:
+        start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
+    except (OverflowError, ValueError):  # the edge of the calendar, e.g. year 9999 with a negative offset
+        raise forms.ValidationError(_("That start is outside the dates we can book.")) from None
     horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
     problem = start_problem(start, now=timezone.now(), horizon_days=horizon)
     if problem is StartProblem.PAST:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
@@ -48,19 +49,19 @@ def product_detail(request, slug: str):
 
 def not_found(request, exception=None):
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": {"code": "not_found", "message": "No such endpoint."}}, status=404)
+        return JsonResponse({"error": {"code": "not_found", "message": _("No such endpoint.")}}, status=404)
     return render(request, "404.html", status=404)
 
 
 def bad_request(request, exception=None):
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": {"code": "bad_request", "message": "The request could not be read."}},
+        return JsonResponse({"error": {"code": "bad_request", "message": _("The request could not be read.")}},
                             status=400)
     return render(request, "400.html", status=400)
 
 
 def server_error(request):
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": {"code": "server_error", "message": "Something failed on our side; "
-                                                                          "it has been logged."}}, status=500)
+        return JsonResponse({"error": {"code": "server_error", "message": _("Something failed on our side; "
+                                                                            "it has been logged.")}}, status=500)
     return render(request, "500.html", status=500)

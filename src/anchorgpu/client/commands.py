@@ -1,0 +1,162 @@
+"""``anchorgpu offers`` and ``anchorgpu order create|show|list|paid|cancel``:
+the shop's API from a terminal. Tables for people, ``--json`` for scripts.
+
+The shop and the token come from ``--url``/``--token`` or the environment
+(``ANCHORGPU_URL``, ``ANCHORGPU_TOKEN``); a token is made on the shop's
+account page. Exit codes: 0 done, 1 refused by the shop, 2 bad usage,
+3 shop unreachable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from .http import ApiError, Client
+from .tables import order_lines, render_table
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("ANCHORGPU_URL", DEFAULT_URL),
+                        help="the shop's address (ANCHORGPU_URL)")
+    parser.add_argument("--token", default=os.environ.get("ANCHORGPU_TOKEN", ""),
+                        help="API token from the account page (ANCHORGPU_TOKEN)")
+    parser.add_argument("--lang", default=os.environ.get("ANCHORGPU_LANG", "en"), choices=["en", "pt", "fr", "ko"],
+                        help="language of the shop's messages")
+    parser.add_argument("--json", action="store_true", help="print the shop's JSON answer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anchorgpu", description="AnchorGPU shop from the command line.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    offers = sub.add_parser("offers", help="the live catalog")
+    _common(offers)
+    offers.add_argument("--term", type=int, choices=[3, 7, 30], default=7)
+    offers.add_argument("--quantity", type=int, default=1)
+    offers.add_argument("--start", help="earliest start, ISO-8601 (UTC)")
+    offers.add_argument("--environment", help="only cards that run this environment")
+
+    order = sub.add_parser("order", help="create and follow orders")
+    actions = order.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="place an order (holds the cards and quotes the payment)")
+    _common(create)
+    create.add_argument("--product", required=True)
+    create.add_argument("--quantity", type=int, default=1)
+    create.add_argument("--term", type=int, choices=[3, 7, 30], required=True)
+    create.add_argument("--start", help="ISO-8601 (UTC); default: as soon as possible")
+    create.add_argument("--environment", required=True)
+    create.add_argument("--option", action="append", default=[], dest="options")
+    create.add_argument("--asset", required=True, help="btc, eth, usdc-ethereum, …")
+    create.add_argument("--name", required=True)
+    create.add_argument("--email", required=True)
+    create.add_argument("--country", required=True, help="two-letter code, e.g. PT")
+    create.add_argument("--company", default="")
+    create.add_argument("--billing-address", default="")
+    create.add_argument("--vat-id", default="")
+    create.add_argument("--ssh-key-file", type=Path, action="append", required=True,
+                        help="a public key file (.pub); repeat for several")
+    create.add_argument("--accept", action="store_true", help="accept the fixed term and the wipe at its end")
+    create.add_argument("--idempotency-key", default="",
+                        help="send the same key again to retry safely (default: a new random key)")
+    for name, text in (("show", "an order's status, quote and access"), ("paid", "tell the shop you have paid"),
+                       ("cancel", "cancel an order awaiting payment")):
+        action = actions.add_parser(name, help=text)
+        _common(action)
+        action.add_argument("reference")
+        if name == "paid":
+            action.add_argument("--txid", default="", help="the transaction id, if your wallet shows it")
+    listing = actions.add_parser("list", help="your orders")
+    _common(listing)
+    return parser
+
+
+def _create_body(args) -> dict:
+    keys = []
+    for path in args.ssh_key_file:
+        try:
+            keys.append(path.read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SystemExit(f"anchorgpu: cannot read {path}: {exc}") from None
+    return {"product": args.product, "quantity": args.quantity, "term": args.term, "start": args.start,
+            "environment": args.environment, "options": args.options, "name": args.name, "email": args.email,
+            "company": args.company, "country": args.country, "billing_address": args.billing_address,
+            "vat_id": args.vat_id, "ssh_keys": keys, "asset": args.asset, "accept": args.accept}
+
+
+def _show_order(order: dict, out) -> None:
+    quote, payment, access = order.get("quote"), order.get("payment"), order.get("access")
+    rows = [("order", order["reference"]), ("state", order.get("state_label") or order["state"]),
+            ("cards", f"{order['quantity']} × {order['product']}"), ("term", f"{order['term']} days"),
+            ("period (UTC)", f"{order['starts_at']} → {order['ends_at']}"),
+            ("total", f"{order['total']} {order['currency']}")]
+    if quote:
+        rows += [("pay", f"{quote['amount_display']} {quote['symbol']} ({quote['network_name']})"),
+                 ("to address", quote["address"]), ("quote expires", quote["expires_at"]),
+                 ("payment URI", quote["payment_uri"])]
+    if payment:
+        rows.append(("payment", f"{payment['status']}, received {payment['received']} base units"))
+    if access:
+        rows.append(("ssh", f"ssh -p {access['port']} {access['user']}@{access['host']}"))
+    if order.get("invoice"):
+        rows.append(("invoice", order["invoice"]["number"]))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}", file=out)
+    if order.get("lines"):
+        print(file=out)
+        print(render_table(["item", "qty", "amount"], order_lines(order["lines"]), align="<>>"), file=out)
+
+
+def run(argv: list[str], out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    args = build_parser().parse_args(argv)
+    client = Client(args.url, token=args.token, language=args.lang)
+    try:
+        if args.command == "offers":
+            data = client.request("GET", "offers", query={"term": args.term, "quantity": args.quantity,
+                                                          "start": args.start, "environment": args.environment})
+            if args.json:
+                json.dump(data, out, indent=2)
+                print(file=out)
+                return 0
+            rows = [(o["name"], f"{o['units_free_now']}/{o['units_total']}", o["earliest_start"] or "—",
+                     *(o["price"].get(str(days), "—") for days in (3, 7, 30)), o["currency"] or "")
+                    for o in data]
+            print(render_table(["card", "free now", "earliest start (UTC)", "3 days", "7 days", "30 days",
+                                "currency"], rows, align="<><>>><"), file=out)
+            return 0
+        if not args.token:
+            print("anchorgpu: give an API token (--token or ANCHORGPU_TOKEN); make one on your account page.",
+                  file=err)
+            return 2
+        if args.action == "create":
+            key = args.idempotency_key or f"cli-{uuid.uuid4().hex}"
+            data = client.request("POST", "orders", body=_create_body(args), headers={"Idempotency-Key": key})
+        elif args.action == "list":
+            data = client.request("GET", "orders")
+        elif args.action == "show":
+            data = client.request("GET", f"orders/{args.reference}")
+        elif args.action == "paid":
+            data = client.request("POST", f"orders/{args.reference}/paid", body={"txid": args.txid})
+        else:
+            data = client.request("POST", f"orders/{args.reference}/cancel", body={})
+    except ApiError as exc:
+        print(f"anchorgpu: {exc.describe()}", file=err)
+        return 3 if exc.status == 0 else 1
+    if args.json:
+        json.dump(data, out, indent=2)
+        print(file=out)
+    elif args.action == "list":
+        orders = data.get("orders", data) if isinstance(data, dict) else data
+        print(render_table(["order", "state", "cards", "term", "starts (UTC)", "total"],
+                           [(o["reference"], o.get("state_label") or o["state"], f"{o['quantity']} × {o['product']}",
+                             f"{o['term']} d", o["starts_at"], f"{o['total']} {o['currency']}") for o in orders],
+                           align="<<<><>"), file=out)
+    else:
+        _show_order(data, out)
+    return 0

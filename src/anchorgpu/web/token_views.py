@@ -1,0 +1,51 @@
+"""The customer's API tokens: make one (its secret is shown once), revoke one."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.cache import never_cache
+
+from .api_tokens import MAX_TOKENS, api_token_create, api_token_revoke
+from .models import ApiToken
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=60,
+                           help_text=gettext_lazy("What the token is for, e.g. “laptop CLI” or “CI job”."))
+
+    def clean_name(self):
+        name = " ".join(self.cleaned_data["name"].split())
+        if not name:
+            raise forms.ValidationError(_("Give the token a name."))
+        return name
+
+
+@never_cache
+@login_required
+def api_tokens(request):
+    tokens = ApiToken.objects.filter(user=request.user)
+    form, created, status = TokenForm(), None, 200
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            token = tokens.filter(pk=request.POST["revoke"]).first() if request.POST["revoke"].isdigit() else None
+            if token is not None:
+                api_token_revoke(token=token, actor=request.user.get_username())
+                messages.success(request, _("The token “%(name)s” is revoked; requests with it are refused from now "
+                                            "on.") % {"name": token.name})
+            return redirect("api_tokens")
+        form = TokenForm(request.POST)
+        if tokens.filter(revoked_at__isnull=True).count() >= MAX_TOKENS:
+            form.add_error(None, _("You have %(count)d active tokens; revoke one before making another.")
+                           % {"count": MAX_TOKENS})
+        if form.is_valid():
+            token, created = api_token_create(user=request.user, name=form.cleaned_data["name"])
+            form = TokenForm()
+        else:
+            status = 400
+    context = {"form": form, "tokens": tokens.order_by("-created_at")[:100], "created": created}
+    return render(request, "accounts/tokens.html", context, status=status)
