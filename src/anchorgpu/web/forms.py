@@ -8,6 +8,7 @@ from datetime import timezone as dt_timezone
 from django import forms
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from anchorgpu.allocation.rules import StartProblem, start_problem
@@ -118,14 +119,14 @@ class ProductQueryForm(OfferQueryForm):
             self.fields["quantity"].help_text = ""
         # The list offers only what runs on this card; anything else typed
         # into the query string is refused in clean_environment with the reason.
-        fitting = [(e.slug, e.name) for e in Environment.objects.filter(is_active=True)
+        fitting = [(e.slug, gettext(e.name)) for e in Environment.objects.filter(is_active=True)
                    if environment_fits(product.stack, e.stack)]
         self.fields["environment"] = forms.CharField(
             label=_("Software environment"), required=False, max_length=50,
             widget=forms.Select(choices=[("", _("Choose later"))] + fitting))
         self.fields["options"] = forms.MultipleChoiceField(
             label=_("Options"), required=False, widget=forms.CheckboxSelectMultiple,
-            choices=[(o.slug, o.name) for o in Option.objects.filter(is_active=True)],
+            choices=[(o.slug, gettext(o.name)) for o in Option.objects.filter(is_active=True)],
             error_messages={"invalid_choice": _("Unknown option “%(value)s”.")})
 
     def clean_environment(self):
