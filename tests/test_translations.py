@@ -76,8 +76,9 @@ def test_catalogs_hold_every_string_of_the_source(tmp_path):
                            "-e", "html,txt,py"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     fresh = {(e.msgctxt, e.msgid) for e in polib.pofile(str(copy / "locale/pt/LC_MESSAGES/django.po"))}
-    committed = {(e.msgctxt, e.msgid) for e in _catalog("pt")}
-    new = sorted(m for _c, m in fresh - committed)
-    gone = sorted(m for _c, m in committed - fresh)
-    assert not new, f"strings missing from the catalogs (run makemessages and translate): {new[:10]}"
-    assert not gone, f"strings in the catalogs that the code no longer uses: {gone[:10]}"
+    for code in LANGUAGES:
+        committed = {(e.msgctxt, e.msgid) for e in _catalog(code)}
+        new = sorted(m for _c, m in fresh - committed)
+        gone = sorted(m for _c, m in committed - fresh)
+        assert not new, f"strings missing from the {code} catalog (run makemessages and translate): {new[:10]}"
+        assert not gone, f"strings in the {code} catalog that the code no longer uses: {gone[:10]}"

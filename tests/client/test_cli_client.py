@@ -79,8 +79,13 @@ def test_refusals_are_clear_and_exit_non_zero(shop_url, token, tmp_path):
     code, _out, err = cli("order", "create", "--url", shop_url, "--token", token, "--product", "h100-sxm-80gb",
                           "--term", "3", "--environment", "pytorch-rocm63", "--asset", "btc", "--name", "A",
                           "--email", "a@example.com", "--country", "PT", "--ssh-key-file", str(key), "--accept")
-    assert code == 1
-    assert "ssh_keys" in err and "leaked" in err and "environment" in err
+    assert code == 2 and "PRIVATE key; it was not sent" in err  # refused before anything leaves the machine
+    assert not Order.objects.exists()
+    key.write_text(shop.ED25519)
+    code, _out, err = cli("order", "create", "--url", shop_url, "--token", token, "--product", "h100-sxm-80gb",
+                          "--term", "3", "--environment", "pytorch-rocm63", "--asset", "btc", "--name", "A",
+                          "--email", "a@example.com", "--country", "PT", "--ssh-key-file", str(key), "--accept")
+    assert code == 1 and "environment" in err  # the shop's own refusal, field by field
     assert not Order.objects.exists()
     code, _out, err = cli("order", "show", "--url", shop_url, "--token", "agt_nope_nope", "AG-XXXX")
     assert code == 1 and "401" in err
@@ -91,6 +96,27 @@ def test_refusals_are_clear_and_exit_non_zero(shop_url, token, tmp_path):
 def test_an_unreachable_shop_is_exit_code_3():
     code, _out, err = cli("offers", "--url", "http://127.0.0.1:9")
     assert code == 3 and "Cannot reach" in err
+
+
+def test_bad_arguments_are_messages_not_tracebacks(shop_url, token):
+    code, _out, err = cli("offers", "--url", "foo")
+    assert code == 2 and "http://" in err
+    code, _out, err = cli("order", "show", "--url", shop_url, "--token", "토큰", "AG-XXXX")
+    assert code == 2 and "ASCII" in err
+    for reference in ("A B", "주문", "../../offers"):
+        code, out, err = cli("order", "show", "--url", shop_url, "--token", token, reference, "--json")
+        assert code == 1 and json.loads(out)["error"]["code"] == "not_found", (reference, err)
+
+
+def test_an_order_create_that_cannot_reach_the_shop_says_how_to_retry_safely(tmp_path, monkeypatch):
+    monkeypatch.setattr("anchorgpu.client.commands.time.sleep", lambda _s: None)
+    key = tmp_path / "k.pub"
+    key.write_text(shop.ED25519)
+    code, _out, err = cli("order", "create", "--url", "http://127.0.0.1:9", "--token", "agt_x_y", "--product", "p",
+                          "--term", "3", "--environment", "e", "--asset", "btc", "--name", "A", "--email",
+                          "a@example.com", "--country", "PT", "--ssh-key-file", str(key), "--accept",
+                          "--idempotency-key", "cli-retry-1")
+    assert code == 3 and "--idempotency-key cli-retry-1" in err
 
 
 def test_tables_line_up_wide_characters():

@@ -324,8 +324,11 @@ def test_messages_follow_accept_language(api):
     response = api.post("/api/v1/orders", order_body(), headers={"Accept-Language": "pt"})
     err = error(response, 400, "idempotency_key_required")
     assert response["Content-Language"] == "pt"
+    template = ("Send an Idempotency-Key header (1 to %(most)d characters, e.g. a UUID) so that a retried request "
+                "never makes two orders.")
+    assert english == template % {"most": 60}
     with translation.override("pt"):
-        assert err["message"] == gettext(english) != english
+        assert err["message"] == gettext(template) % {"most": 60} != english
     order = place(api)
     status = api.get(order["links"]["self"], headers={"Accept-Language": "pt"}).json()
     with translation.override("pt"):
@@ -353,3 +356,18 @@ def test_quote_checks_the_environment_against_the_card(client, alice):
 def test_offers_start_at_the_edge_of_the_calendar_is_a_400(client, alice):
     for start in ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+01:00"):
         error(client.get("/api/v1/offers", {"start": start}), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("depth", [1, 5, 500, 900, 5000])
+def test_deeply_nested_bodies_are_a_400_never_a_500(client, depth):
+    body = '{"options": ' + "[" * depth + "]" * depth + "}"
+    response = client.post("/api/v1/quotes", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] in {"invalid_request", "bad_json"}
+
+
+def test_error_messages_follow_accept_language(client):
+    response = client.get("/api/v1/offers/no-such-card", HTTP_ACCEPT_LANGUAGE="ko")
+    assert response.status_code == 404 and re.search(r"[\uac00-\ud7a3]", response.json()["error"]["message"])
+    response = client.post("/api/v1/orders", data="{}", content_type="application/json", HTTP_ACCEPT_LANGUAGE="pt")
+    assert response.status_code == 401 and "token" in response.json()["error"]["message"].lower()

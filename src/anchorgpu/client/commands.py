@@ -12,6 +12,8 @@ import argparse
 import json
 import os
 import sys
+import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -75,17 +77,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class UsageError(Exception):
+    pass
+
+
 def _create_body(args) -> dict:
     keys = []
     for path in args.ssh_key_file:
         try:
-            keys.append(path.read_text(encoding="utf-8").strip())
+            text = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise SystemExit(f"anchorgpu: cannot read {path}: {exc}") from None
+            raise UsageError(f"cannot read {path}: {exc}") from None
+        if "PRIVATE KEY" in text or "-----BEGIN" in text:
+            # Refused here, before anything leaves this machine.
+            raise UsageError(f"{path} holds a PRIVATE key; it was not sent. Give the public key instead "
+                             f"({path}.pub, if that is where it lives).")
+        keys.append(text)
     return {"product": args.product, "quantity": args.quantity, "term": args.term, "start": args.start,
             "environment": args.environment, "options": args.options, "name": args.name, "email": args.email,
             "company": args.company, "country": args.country, "billing_address": args.billing_address,
             "vat_id": args.vat_id, "ssh_keys": keys, "asset": args.asset, "accept": args.accept}
+
+
+RETRIES = 2  # after a timeout, a lost connection or a 5xx, with the same idempotency key
+
+
+def _create(client: Client, body: dict, key: str) -> dict:
+    """POST /orders, retried with the same key: the shop places the order at most once."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return client.request("POST", "orders", body=body, headers={"Idempotency-Key": key})
+        except ApiError as exc:
+            if exc.usage or not (exc.status == 0 or exc.status >= 500) or attempt == RETRIES:
+                raise
+            time.sleep(1.0 + attempt)
+    raise AssertionError("unreachable")
 
 
 def _show_order(order: dict, out) -> None:
@@ -116,6 +142,7 @@ def run(argv: list[str], out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(argv)
     client = Client(args.url, token=args.token, language=args.lang)
+    key = ""
     try:
         if args.command == "offers":
             data = client.request("GET", "offers", query={"term": args.term, "quantity": args.quantity,
@@ -136,17 +163,30 @@ def run(argv: list[str], out=None, err=None) -> int:
             return 2
         if args.action == "create":
             key = args.idempotency_key or f"cli-{uuid.uuid4().hex}"
-            data = client.request("POST", "orders", body=_create_body(args), headers={"Idempotency-Key": key})
+            data = _create(client, _create_body(args), key)
         elif args.action == "list":
             data = client.request("GET", "orders")
-        elif args.action == "show":
-            data = client.request("GET", f"orders/{args.reference}")
-        elif args.action == "paid":
-            data = client.request("POST", f"orders/{args.reference}/paid", body={"txid": args.txid})
         else:
-            data = client.request("POST", f"orders/{args.reference}/cancel", body={})
+            reference = urllib.parse.quote(args.reference, safe="")
+            if args.action == "show":
+                data = client.request("GET", f"orders/{reference}")
+            elif args.action == "paid":
+                data = client.request("POST", f"orders/{reference}/paid", body={"txid": args.txid})
+            else:
+                data = client.request("POST", f"orders/{reference}/cancel", body={})
+    except UsageError as exc:
+        print(f"anchorgpu: {exc}", file=err)
+        return 2
     except ApiError as exc:
+        if args.json:
+            json.dump(exc.as_json(), out, indent=2)
+            print(file=out)
         print(f"anchorgpu: {exc.describe()}", file=err)
+        if key and (exc.status == 0 or exc.status >= 500) and not exc.usage:
+            print(f"anchorgpu: the order may or may not have been placed. Run the same command again with "
+                  f"--idempotency-key {key} : it places the order at most once.", file=err)
+        if exc.usage:
+            return 2
         return 3 if exc.status == 0 else 1
     if args.json:
         json.dump(data, out, indent=2)

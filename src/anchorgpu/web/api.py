@@ -70,7 +70,7 @@ def offers(request):
 def offer_detail(request, slug: str):
     product = Product.objects.filter(slug=slug, is_active=True).first()
     if product is None:
-        return api_error(404, "not_found", f"No product “{slug[:60]}” is on sale.")
+        return api_error(404, "not_found", _("No product “%(product)s” is on sale.") % {"product": slug[:60]})
     form = ProductQueryForm.from_query(request.GET, strict=True, product=product)
     if not form.is_valid():
         return form_error(form)

@@ -71,6 +71,13 @@ def read_json(request, *, fields: set[str], optional: bool = False) -> dict:
     unknown = sorted(name for name in body if name not in fields)
     if unknown:
         raise _invalid({name[:40]: [_("Unknown field.")] for name in unknown[:20]})
+    # No field takes more than a list of plain values: refuse anything deeper before walking it
+    # (a few hundred nested brackets would otherwise exhaust Python's recursion).
+    nested = {name: [_("Nested lists and objects are not accepted here.")] for name, value in body.items()
+              if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (list, dict))
+                                                                              for v in value))}
+    if nested:
+        raise _invalid(nested)
     problems = {name: [problem] for name, value in body.items() if (problem := _text_problem(value))}
     if problems:
         raise _invalid(problems)

@@ -35,7 +35,9 @@ from .models import ApiIdempotency
 from .order_forms import ClaimForm
 from .responses import api_error, form_error
 
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,64}$")
+# 60, not 64: the service stores it with an "api-" prefix in a 64-character column.
+KEY_MAX = 60
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,%d}$" % KEY_MAX)
 _REFERENCE = re.compile(r"^[A-Za-z0-9-]{1,20}$")
 
 QUOTE_FIELDS = {"product": "str", "quantity": "int", "term": "int", "start": "moment", "environment": "str",
@@ -139,12 +141,12 @@ def orders(request):
 def _order_create(request):
     key = request.headers.get("Idempotency-Key", "")
     if not key:
-        return api_error(400, "idempotency_key_required", _("Send an Idempotency-Key header (1 to 64 characters, "
-                                                            "e.g. a UUID) so that a retried request never makes "
-                                                            "two orders."))
+        return api_error(400, "idempotency_key_required", _("Send an Idempotency-Key header (1 to %(most)d "
+                                                            "characters, e.g. a UUID) so that a retried request "
+                                                            "never makes two orders.") % {"most": KEY_MAX})
     if not _IDEMPOTENCY_KEY.match(key):
-        return api_error(400, "idempotency_key_invalid", _("The Idempotency-Key is 1 to 64 visible ASCII "
-                                                           "characters, without spaces."))
+        return api_error(400, "idempotency_key_invalid", _("The Idempotency-Key is 1 to %(most)d visible ASCII "
+                                                           "characters, without spaces.") % {"most": KEY_MAX})
     _no_query(request)
     body = api_body.read_json(request, fields=set(ORDER_FIELDS))
     print_ = api_body.fingerprint(body)

@@ -208,7 +208,7 @@ def _paths() -> dict:
                                     "Order", replayed),
                          **_errors(400, 401, 409, 413, 415, 422)},
                         params=({"name": "Idempotency-Key", "in": "header", "required": True,
-                                 "schema": _str(64, 1, pattern="^[!-~]+$"),
+                                 "schema": _str(60, 1, pattern="^[!-~]+$"),
                                  "description": "Your id for this order, e.g. a UUID. The same key with the same "
                                                 "body returns the same order; with another body it is refused."},),
                         body=_body("OrderRequest")),

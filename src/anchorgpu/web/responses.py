@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import JsonResponse
+from django.utils.translation import gettext as _
 
 
 def api_error(status: int, code: str, message: str, fields: dict | None = None) -> JsonResponse:
@@ -15,7 +16,7 @@ def api_error(status: int, code: str, message: str, fields: dict | None = None) 
 def form_error(form) -> JsonResponse:
     fields = {name: list(errors) for name, errors in form.errors.items() if name != "__all__"}
     general = [str(m) for m in form.non_field_errors()]
-    first = general[0] if general else next((f"{n}: {m[0]}" for n, m in fields.items()), "Invalid request.")
+    first = general[0] if general else next((f"{n}: {m[0]}" for n, m in fields.items()), _("Invalid request."))
     if general:
         fields["request"] = general
     return api_error(400, "invalid_request", first, fields)

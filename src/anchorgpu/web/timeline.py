@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
@@ -38,12 +39,17 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
         case "payment_claim_txid":
             return "payment", _("Transaction id added to your payment notice.")
         case "transfer_record":
-            return "payment", _("Transfer received: %(amount)s %(symbol)s, %(confirmations)s confirmation(s).") % {
+            confirmations = int(data.get("confirmations", 0))
+            return "payment", ngettext("Transfer received: %(amount)s %(symbol)s, %(confirmations)d confirmation.",
+                                       "Transfer received: %(amount)s %(symbol)s, %(confirmations)d confirmations.",
+                                       confirmations) % {
                 "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol,
-                "confirmations": data.get("confirmations", 0)}
+                "confirmations": confirmations}
         case "transfer_confirmations":
-            return "payment", _("Transfer now has %(confirmations)s confirmation(s).") % {
-                "confirmations": data.get("confirmations", 0)}
+            confirmations = int(data.get("confirmations", 0))
+            return "payment", ngettext("Transfer now has %(confirmations)d confirmation.",
+                                       "Transfer now has %(confirmations)d confirmations.", confirmations) % {
+                "confirmations": confirmations}
         case "payment_overpaid":
             return "payment", _("More than the quote arrived: %(amount)s %(symbol)s is owed back to you.") % {
                 "amount": whole_units(int(data.get("excess_units", 0)), decimals), "symbol": symbol}

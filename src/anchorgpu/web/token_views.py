@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -32,7 +34,8 @@ def api_tokens(request):
     form, created, status = TokenForm(), None, 200
     if request.method == "POST":
         if "revoke" in request.POST:
-            token = tokens.filter(pk=request.POST["revoke"]).first() if request.POST["revoke"].isdigit() else None
+            wanted = request.POST["revoke"]
+            token = tokens.filter(pk=wanted).first() if re.fullmatch(r"[0-9]{1,18}", wanted) else None
             if token is not None:
                 api_token_revoke(token=token, actor=request.user.get_username())
                 messages.success(request, _("The token “%(name)s” is revoked; requests with it are refused from now "
