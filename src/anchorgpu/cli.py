@@ -5,6 +5,7 @@
     anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
     anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
     anchorgpu offers | order ...            the shop's API from a terminal (see anchorgpu.client)
+    anchorgpu plan --preset NAME ...        a training step's peak memory and the cards it fits on
     anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
 """
 
@@ -77,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "plan":  # the memory planner; prices from the shop's database
+        _setup()
+        from anchorgpu.planner.command import run as plan
+
+        return plan(argv[1:])
     if argv and argv[0] in ("offers", "order"):  # the API client: no Django, no database
         from anchorgpu.client.commands import run
 
