@@ -17,8 +17,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
+# torch first, pinned: this spelling installs the CPU build (any other may download several GB).
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test,ml]'
 	touch $@
 
 # The translation catalogs, compiled from the committed .po files.

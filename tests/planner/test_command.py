@@ -65,3 +65,13 @@ def test_prices_come_from_the_shops_price_list(capsys):
     assert code == 0
     h100 = next(r for r in data["recommendations"] if r["product"] == "h100-sxm-80gb" and r["quantity"] == 1)
     assert h100["price"]["7"] and float(h100["price"]["7"]) > 0
+
+
+def test_the_simulation_engine_from_the_command_line():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    code, out, err = plan("--preset", "tiny-llama", "--method", "lora", "--precision", "bf16", "--seq-len", "64",
+                          "--engine", "simulate", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["engine"] == "simulate" and "simulating" in err
+    assert data["peak_bytes_per_device"] == sum(data["breakdown"].values()) > 0

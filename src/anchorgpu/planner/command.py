@@ -135,7 +135,7 @@ def run(argv: list[str], out=None, err=None, *, offers=None) -> int:
                       "'anchorgpu[ml]'", file=err)
                 return 2
             print("simulating one step on fake tensors…", file=err, flush=True)
-            breakdown = simulate(spec, setup)
+            breakdown = simulate(spec, setup, progress=lambda what: print(f"  {what}", file=err, flush=True)).breakdown
     except PlannerInputError as exc:
         print(f"anchorgpu plan: {exc}", file=err)
         return 2

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import order_views, views
+from . import order_views, planner_views, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
@@ -15,4 +15,5 @@ urlpatterns = [
     path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
     path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
     path("guides/", include("anchorgpu.guides.urls")),
+    path("planner/", planner_views.planner, name="planner"),
 ]

@@ -1,0 +1,190 @@
+"""Live tensor bytes of a PyTorch program, counted by storage: the measuring tape of the simulation.
+
+``StorageTracker`` is a ``TorchDispatchMode``: every operator's output
+storages are counted once (by storage identity, so views and in-place
+results add nothing) and uncounted by a weakref finalizer when the storage
+dies. It works the same on real tensors and on ``FakeTensor`` (no memory
+behind them), so a real CPU run and a simulated run are measured by the
+same code.
+
+Each storage carries a category. New storages are ``temporaries`` (or the
+tracker's current ``default`` category); the caller retags storages as
+``weights``, ``gradients``, ``optimizer`` or ``activations`` with
+``tag()``. At every new peak the per-category totals are copied, so the
+breakdown at the peak costs a dict copy, not a walk over the model. A
+storage retagged from its default category after the peak was reached,
+but allocated before it, is moved in the peak's breakdown too: a gradient
+or a saved activation is tagged a moment after the operator that makes it,
+and it counts in its role.
+
+Requires torch (imported by the simulation only; the rest of the planner
+stays pure Python).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries")
+
+_aten = torch.ops.aten
+# Copies of a weight (autocast's bf16 cast) count as weights.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_COPY_OPS = {_aten._to_copy.default, _aten.clone.default}
+
+
+class StorageTracker(TorchDispatchMode):
+    """Counts live storage bytes of tensors created while it is active, by category, with their peak."""
+
+    def __init__(self):
+        super().__init__()
+        self.current = 0
+        self.peak = 0
+        self.peak_label = ""
+        self.default = "temporaries"
+        self.label = ""  # what the program is doing (set by the caller), recorded with the peak
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        self.peak_totals = dict(self.totals)
+        self._live: dict[int, list] = {}  # storage key -> [nbytes, category, sequence number, default category]
+        self._seq = 0
+        self._peak_seq = -1
+        self.phase_peaks: dict[str, int] = {}  # label -> highest live bytes seen under it
+
+    # -- counting ---------------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _aten._local_scalar_dense.default and _is_fake(args[0]):
+            return _fake_scalar(args[0])
+        out = func(*args, **(kwargs or {}))
+        category = None
+        if func in _COPY_OPS and args and isinstance(args[0], torch.Tensor):
+            source = self._live.get(_key(args[0]))
+            if source is not None and source[1] == "weights":
+                category = "weights"
+        for leaf in tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                self._add(leaf, category)
+        return out
+
+    def _add(self, tensor: torch.Tensor, category: str | None) -> None:
+        inner = _inner(tensor)
+        if inner is not None:  # a wrapper subclass (DTensor): its own storage holds nothing, its parts do
+            for part in inner:
+                self._add(part, category)
+            return
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self._live:
+            return
+        nbytes = storage.nbytes()
+        category = category or self.default
+        self._seq += 1
+        self._live[key] = [nbytes, category, self._seq, category]
+        weakref.finalize(storage, self._free, key)
+        self.totals[category] += nbytes
+        self.current += nbytes
+        if self.current > self.phase_peaks.get(self.label, 0):
+            self.phase_peaks[self.label] = self.current
+        if self.current > self.peak:
+            self.peak = self.current
+            self.peak_totals = dict(self.totals)
+            self.peak_label = self.label
+            self._peak_seq = self._seq
+
+    def _free(self, key: int) -> None:
+        entry = self._live.pop(key, None)
+        if entry is not None:
+            self.current -= entry[0]
+            self.totals[entry[1]] -= entry[0]
+
+    def watch(self, tensors: Iterable[Any], category: str | None = None) -> None:
+        """Counts tensors that existed before the tracker was active (no-op for those already counted)."""
+        for leaf in tree_leaves(list(tensors)):
+            if isinstance(leaf, torch.Tensor):
+                self._add(leaf, category)
+
+    # -- categories -------------------------------------------------------------------------------
+
+    def tag(self, tensors: Iterable[Any], category: str, *, only_from: str | None = None) -> None:
+        """Puts the storages of ``tensors`` (any nesting of tensors) in ``category``.
+
+        With ``only_from``, only storages now in that category are moved."""
+        assert category in CATEGORIES, category
+        for leaf in tree_leaves(list(tensors)):
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            inner = _inner(leaf)
+            if inner is not None:
+                self.tag(inner, category, only_from=only_from)
+                continue
+            entry = self._live.get(_key(leaf))
+            if entry is None or entry[1] == category or (only_from is not None and entry[1] != only_from):
+                continue
+            nbytes, old, seq, first = entry
+            self.totals[old] -= nbytes
+            self.totals[category] += nbytes
+            # Live at the peak (allocated before it, alive since) and still in its first role: count it
+            # in the role it takes.
+            if seq <= self._peak_seq and old == first:
+                self.peak_totals[old] -= nbytes
+                self.peak_totals[category] += nbytes
+            entry[1] = category
+
+    def category_of(self, tensor: torch.Tensor) -> str | None:
+        inner = _inner(tensor)
+        entry = self._live.get(_key(inner[0] if inner else tensor))
+        return entry[1] if entry else None
+
+    def reset_peak(self) -> None:
+        """Starts a new measurement from what is live now."""
+        self.peak = self.current
+        self.peak_totals = dict(self.totals)
+        self.peak_label = self.label
+        self._peak_seq = self._seq
+
+    def check(self) -> None:
+        """The totals agree with the live storages (a self-test)."""
+        assert self.current == sum(e[0] for e in self._live.values())
+        assert sum(self.totals.values()) == self.current
+        assert sum(self.peak_totals.values()) == self.peak
+
+
+def _inner(tensor: torch.Tensor) -> list[torch.Tensor] | None:
+    """The tensors inside a traceable wrapper subclass such as DTensor; None for a plain (or fake) tensor."""
+    if type(tensor) in _PLAIN or not hasattr(tensor, "__tensor_flatten__"):
+        return None
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(tensor, FakeTensor):
+        return None
+    names, _context = tensor.__tensor_flatten__()
+    return [part for part in (getattr(tensor, name) for name in names) if isinstance(part, torch.Tensor)]
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
+
+
+def _fake_scalar(tensor: torch.Tensor):
+    """``.item()`` of a fake tensor: its value where the fake mode knows it, else 1.
+
+    Optimizers read scalars (a step count, Adafactor's norms) to compute step sizes; the value
+    changes no tensor's size, so a stand-in keeps the simulation going without allocating.
+    """
+    constant = getattr(tensor, "constant", None)
+    if constant is not None:
+        return constant.item()
+    if tensor.dtype == torch.bool:
+        return True
+    return 1 if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex) else 1.0
+
+
+def _key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage()._cdata
