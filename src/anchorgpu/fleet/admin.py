@@ -177,6 +177,7 @@ class HostAdmin(admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "host": host,
+            "object": host,  # for the breadcrumbs of admin/anchorgpu/object_tool.html
             "form": form,
             "media": self.media + form.media,
             "windows": windows,

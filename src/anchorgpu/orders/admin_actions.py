@@ -193,6 +193,7 @@ class OrderToolsMixin:
             "opts": Order._meta,
             "original": order,
             "order": order,
+            "object": order,  # for the breadcrumbs of admin/anchorgpu/object_tool.html
             "tool": spec,
             "transfer": transfer,
             "summary": summary,
