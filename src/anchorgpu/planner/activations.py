@@ -172,6 +172,11 @@ def _conditions(spec: ModelSpec, setup: TrainingSetup, dtypes: Dtypes) -> frozen
     return frozenset(found)
 
 
+# What the MLP keeps (freed when its backward has run) and what the final norm and the head keep.
+_MLP_TERMS = ("mlp_input", "mlp_gate", "mlp_act", "mlp_up", "down_input")
+_HEAD_TERMS = ("final_norm_input", "final_norm_scaled", "head_input")
+
+
 @dataclass(frozen=True)
 class ActivationProfile:
     """Bytes per token of each scope (multiply by micro_batch × seq_len)."""
@@ -182,7 +187,8 @@ class ActivationProfile:
     loss: float  # kept from the loss until its backward: log-probs (and soft-capped logits)
     loss_forward: float
     loss_backward: float
-    layer_backward: float  # the larger of the MLP's and the attention's backward transients
+    layer_backward: float  # the larger of the MLP's and the attention's backward transients (see below)
+    head: float  # of ``model``: what the final norm and the head keep, freed once their backward has run
     terms: Mapping[str, float]  # each applicable term's bytes per token (all its copies in one layer or once)
 
 
@@ -212,9 +218,16 @@ def activation_profile(spec: ModelSpec, setup: TrainingSetup,
             value, scope = size * widths[term.width], term.scope
         terms[name] = value
         sums[scope] = sums.get(scope, 0.0) + value
+    # A layer's backward runs the MLP's first, then the attention's: by the time the attention's backward
+    # runs, autograd has freed what the MLP kept and what every norm after the attention kept (all norms but
+    # the input norm), so the attention's transients do not add to those.
+    freed = sum(terms.get(name, 0.0) for name in _MLP_TERMS)
+    freed += sum(terms.get(name, 0.0) for name in ("norm_input", "norm_scaled")) * (
+        (spec.norms_per_layer - 1) / spec.norms_per_layer)
+    head = sum(terms.get(name, 0.0) for name in _HEAD_TERMS)
     return ActivationProfile(
         layer=sums.get("layer", 0.0), checkpoint=sums.get("checkpoint", 0.0), model=sums.get("model", 0.0),
         loss=sums.get("loss", 0.0),
         loss_forward=sums.get("loss_forward", 0.0), loss_backward=sums.get("loss_backward", 0.0),
-        layer_backward=max(sums.get("backward_mlp", 0.0), sums.get("backward_attention", 0.0)),
-        terms=MappingProxyType(terms))
+        layer_backward=max(sums.get("backward_mlp", 0.0), sums.get("backward_attention", 0.0) - freed),
+        head=head, terms=MappingProxyType(terms))

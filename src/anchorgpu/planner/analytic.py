@@ -8,8 +8,10 @@ framework's reserve:
 * forward, at the loss: every layer's saved activations, the logits and
   their fp32 copy;
 * backward, at the loss: the same, with the loss's gradients instead;
-* backward, last layer: the head's gradients exist, one layer's backward runs
-  (with checkpointing: after recomputing that layer);
+* backward, last layer: the head's gradients exist (what the head and the final
+  norm kept is freed), one layer's backward runs (with checkpointing: after
+  recomputing that layer); its attention's backward runs after the MLP's has
+  freed what the MLP and the later norms kept;
 * backward, end: all gradients, activations gone;
 * optimizer step: all gradients, the optimizer state, the optimizer's
   temporaries (a foreach AdamW makes one full-size temporary).
@@ -238,8 +240,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     else:
         last.add("gradients", "head and last layer", grads_head + grads_layer)
     last.add("optimizer", "state", optimizer)
-    for part in stored_acts:
-        last.add(*part)
+    # The head's and the final norm's backward have run: what they kept is freed.
+    last.add(*stored_acts[0]).add("activations", "RoPE tables, masks", model - profile.head * tokens)
     last.add("activations", "recomputed layer", recomputed)
     last.add("temporaries", "one layer's backward", profile.layer_backward * tokens)
     last.add("temporaries", "dequantised 4-bit weight", dequant)
