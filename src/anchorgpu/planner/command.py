@@ -12,11 +12,11 @@ import json
 import sys
 from decimal import Decimal
 
-from .analytic import Breakdown, estimate
+from .analytic import Breakdown, Reserve, estimate
 from .errors import PlannerInputError
 from .model_spec import load_config, model_spec_from_config
 from .presets import PRESETS, preset_spec
-from .recommend import DEFAULT_HEADROOM, GB, plan
+from .recommend import DEFAULT_HEADROOM, GB, card_counts, plan
 from .setup import METHODS, OPTIMIZERS, PARALLEL, PRECISIONS, setup_from_mapping
 
 
@@ -125,17 +125,20 @@ def run(argv: list[str], out=None, err=None, *, offers=None) -> int:
         setup = _setup(args).validate(spec)
         if offers is None:
             offers = _shop_offers(err)
-        result = plan(spec, setup, offers, headroom=args.headroom, term_days=args.term)
-        breakdown = estimate(spec, setup)
+        estimate_with = estimate
         if args.engine == "simulate":
             try:
-                from .simulate import simulate
+                from .simulate import simulate_steps
             except ImportError:
                 print("anchorgpu plan: the simulation needs the ml extra: pip install torch==2.13.0 "
                       "'anchorgpu[ml]'", file=err)
                 return 2
-            print("simulating one step on fake tensors…", file=err, flush=True)
-            breakdown = simulate(spec, setup, progress=lambda what: print(f"  {what}", file=err, flush=True)).breakdown
+            counts = sorted(set(card_counts(offers)) | {setup.gpus})
+            print("simulating on fake tensors…", file=err, flush=True)
+            estimate_with = simulate_steps(spec, setup, counts,
+                                           progress=lambda what: print(f"  {what}", file=err, flush=True))
+        result = plan(spec, setup, offers, headroom=args.headroom, term_days=args.term, estimate_with=estimate_with)
+        breakdown = estimate_with(spec, setup, Reserve())
     except PlannerInputError as exc:
         print(f"anchorgpu plan: {exc}", file=err)
         return 2

@@ -223,6 +223,11 @@ def recommend(estimate_for: Callable[[int], Breakdown], offers: Sequence[Offer],
     return Recommendation(tuple(options), best, term_days, headroom)
 
 
+def card_counts(offers: Sequence[Offer]) -> tuple[int, ...]:
+    """Every number of cards an option of ``offers`` has (1 when there are no offers: the setup alone)."""
+    return tuple(sorted({q * o.cards_per_unit for o in offers for q in o.quantities})) or (1,)
+
+
 def setup_for_cards(setup: TrainingSetup, cards: int) -> TrainingSetup:
     """The setup on ``cards`` devices: one card runs alone; several run FSDP if asked for, else DDP."""
     if cards == 1:
@@ -255,13 +260,16 @@ class Plan:
         return self.recommendation.options
 
 
+EstimateWith = Callable[[ModelSpec, TrainingSetup, Reserve], Breakdown]
+
+
 def _evaluate(spec: ModelSpec, setup: TrainingSetup, offers: Sequence[Offer], headroom: float, term_days: int,
-              throughput: Throughput, reserve: Reserve) -> Recommendation:
+              throughput: Throughput, reserve: Reserve, estimate_with: EstimateWith = estimate) -> Recommendation:
     cache: dict[int, Breakdown] = {}
 
     def estimate_for(cards: int) -> Breakdown:
         if cards not in cache:
-            cache[cards] = estimate(spec, setup_for_cards(setup, cards), reserve)
+            cache[cards] = estimate_with(spec, setup_for_cards(setup, cards), reserve)
         return cache[cards]
 
     def rate(offer: Offer, cards: int) -> float | None:
@@ -301,8 +309,13 @@ def _changes(setup: TrainingSetup) -> list[tuple[str, str, TrainingSetup]]:
 
 
 def plan(spec: ModelSpec, setup: TrainingSetup, offers: Sequence[Offer], *, headroom: float = DEFAULT_HEADROOM,
-         term_days: int = 30, throughput: Throughput | None = None, reserve: Reserve | None = None) -> Plan:
+         term_days: int = 30, throughput: Throughput | None = None, reserve: Reserve | None = None,
+         estimate_with: EstimateWith = estimate) -> Plan:
     """The full answer for one model and setup: options, the cheapest fit, and changes that would cost less.
+
+    ``estimate_with(spec, setup, reserve)`` gives the per-device breakdown of
+    the options (the analytic ``estimate``, or ``measured.MeasuredSteps`` from
+    simulated steps); the suggested changes are always estimated analytically.
 
     A suggestion is one change (or two together, when neither alone does as
     well) after which a cheaper configuration fits than fits now; for shorter
@@ -321,7 +334,7 @@ def plan(spec: ModelSpec, setup: TrainingSetup, offers: Sequence[Offer], *, head
     def beats(option: Option | None, other: Option | None) -> bool:
         return option is not None and (other is None or option.rank(term_days) < other.rank(term_days))
 
-    current = _evaluate(spec, setup, offers, headroom, term_days, throughput, reserve)
+    current = _evaluate(spec, setup, offers, headroom, term_days, throughput, reserve, estimate_with)
     suggestions, singles = [], {}
     for key, description, changed in _changes(setup):
         singles[key] = (description, changed, best(changed))

@@ -27,9 +27,8 @@ demand, so the rest of the planner stays pure Python.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -37,25 +36,12 @@ import torch
 from .analytic import Breakdown, Reserve
 from .errors import PlannerInputError
 from .hf_build import build_meta_model
+from .measured import Measurement, MeasuredSteps, measured_setup, to_breakdown
 from .model_spec import ModelSpec
 from .setup import TrainingSetup
-from .tracker import CATEGORIES, StorageTracker
+from .tracker import StorageTracker
 
 DEFAULT_RESERVE = Reserve()
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Live storage bytes of one measured step (no reserve)."""
-
-    peak: int
-    categories: dict  # category -> bytes at the peak; they add up to ``peak``
-    phase: str  # the part of the step the peak fell in
-    phases: tuple[tuple[str, int], ...]  # the peak of each part of the step
-    seconds: float  # wall time of the whole run (build, warm-up step, measured step)
-    fake: bool
-    ddp_buckets: int = 0  # bytes of DDP's gradient buckets (computed; not part of ``peak``)
-    notes: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -78,23 +64,23 @@ def simulate(spec: ModelSpec, setup: TrainingSetup, *, device: str = "cpu", rese
     return Simulation(breakdown=to_breakdown(measured, setup, reserve), measurement=measured)
 
 
-def to_breakdown(measured: Measurement, setup: TrainingSetup, reserve: Reserve = DEFAULT_RESERVE) -> Breakdown:
-    """The measured peak with the framework's reserve, as the analytic engine reports it."""
-    cats = measured.categories
-    parts = [(name, "simulated live tensors", cats[name]) for name in CATEGORIES if cats[name]]
-    reserve_parts = [("reserve", "CUDA context", reserve.cuda_context),
-                     ("reserve", "library workspaces", reserve.library_workspaces)]
-    if setup.gpus > 1:
-        reserve_parts.append(("reserve", "NCCL buffers", reserve.nccl_buffers))
-    if measured.ddp_buckets:
-        reserve_parts.append(("reserve", "DDP gradient buckets", measured.ddp_buckets))
-    reserve_parts.append(("reserve", f"allocator fragmentation ({reserve.fragmentation:.0%} of live)",
-                          math.ceil(reserve.fragmentation * measured.peak)))
-    totals = {name: cats.get(name, 0) for name in CATEGORIES}
-    totals["reserve"] = sum(b for _c, _w, b in reserve_parts)
-    return Breakdown(**totals, phase=measured.phase, parts=tuple(parts + reserve_parts), phases=measured.phases,
-                     notes=("Simulated: one real step's operators on fake tensors (FakeTensorMode), live "
-                            "storage bytes tracked; the reserve is the analytic allowance.",) + measured.notes)
+def simulate_steps(spec: ModelSpec, setup: TrainingSetup, card_counts=(1,), *,
+                   progress: Callable[[str], None] | None = None) -> MeasuredSteps:
+    """The measured steps that price ``setup`` on each of ``card_counts``: one single-device step serves one card
+    and DDP on any number; FSDP needs one step per number of cards. Each distinct step is simulated once."""
+    from .recommend import setup_for_cards
+
+    say = progress or (lambda _message: None)
+    needed = {}
+    for cards in sorted(set(card_counts)):
+        step = measured_setup(setup_for_cards(setup, cards))
+        needed.setdefault((step.parallel, step.gpus), step)
+    steps = MeasuredSteps()
+    for number, ((parallel, gpus), step) in enumerate(sorted(needed.items()), start=1):
+        where = "one card" if parallel == "single" else f"FSDP over {gpus} cards"
+        say(f"step {number} of {len(needed)}: {where}")
+        steps.add(measure_step(spec, step, fake=True, progress=lambda what, _where=where: say(f"{_where}: {what}")))
+    return steps
 
 
 _OPTIMIZERS = {
@@ -189,16 +175,11 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
         step()
         tracker.check()
     seconds = time.perf_counter() - started
-    ddp = 0
-    if setup.parallel == "ddp":
-        ddp = sum(p.numel() * p.element_size() for p in trainable)
-    notes = ()
-    if ddp:
-        notes = ("DDP: gradient buckets computed as a copy of the gradients (gradient_as_bucket_view=False), "
-                 "not simulated.",)
     return Measurement(peak=tracker.peak, categories=dict(tracker.peak_totals), phase=tracker.peak_label,
-                       phases=tuple(tracker.phase_peaks.items()), seconds=seconds, fake=fake, ddp_buckets=ddp,
-                       notes=notes)
+                       phases=tuple(tracker.phase_peaks.items()), seconds=seconds, fake=fake,
+                       trainable_bytes=sum(p.numel() * p.element_size() for p in trainable),
+                       parallel="fsdp" if setup.parallel == "fsdp" else "single",
+                       gpus=setup.gpus if setup.parallel == "fsdp" else 1)
 
 
 def _tag_checkpoint_inputs(model: torch.nn.Module, tracker: StorageTracker) -> None:

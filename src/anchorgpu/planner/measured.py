@@ -1,0 +1,147 @@
+"""What a simulated step measured, kept apart from torch so it can be stored, sent and priced.
+
+A ``Measurement`` is the live storage bytes of one measured step, as the
+simulation (``simulate.py``, needs torch) produced it. It is plain data: it
+goes to JSON and back (the shop's background jobs store it) and
+``to_breakdown`` turns it into the same ``Breakdown`` the analytic engine
+gives, with the framework's reserve added.
+
+One single-device step serves every card count of DDP: each card runs the
+same step, and DDP adds its gradient buckets (a flat copy of the trainable
+gradients, computed from ``trainable_bytes``). FSDP's step differs with the
+number of cards, so it needs one measurement per count. ``step_key`` names
+the measurement a setup needs; ``MeasuredSteps`` answers the planner's
+``estimate_with`` from a set of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from .analytic import COMPONENTS, Breakdown, Reserve
+from .errors import PlannerInputError
+from .model_spec import ModelSpec
+from .setup import TrainingSetup
+
+CATEGORIES = COMPONENTS[:-1]  # what a tracker can see: everything but the reserve
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Live storage bytes of one measured step (no reserve)."""
+
+    peak: int
+    categories: Mapping[str, int]  # category -> bytes at the peak; they add up to ``peak``
+    phase: str  # the part of the step the peak fell in
+    phases: tuple[tuple[str, int], ...]  # the peak of each part of the step
+    seconds: float  # wall time of the whole run (build, warm-up step, measured step)
+    fake: bool
+    trainable_bytes: int = 0  # bytes of the trainable parameters (DDP's buckets copy their gradients)
+    parallel: str = "single"  # the step that was measured: single or fsdp
+    gpus: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ddp_buckets(self) -> int:
+        """Bytes of DDP's gradient buckets were this step run under DDP (``gradient_as_bucket_view=False``)."""
+        return self.trainable_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["categories"] = dict(self.categories)
+        data["phases"] = [list(p) for p in self.phases]
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Measurement":
+        try:
+            categories = {name: int(data["categories"].get(name, 0)) for name in CATEGORIES}
+            measured = cls(peak=int(data["peak"]), categories=categories, phase=str(data["phase"]),
+                           phases=tuple((str(name), int(value)) for name, value in data["phases"]),
+                           seconds=float(data["seconds"]), fake=bool(data["fake"]),
+                           trainable_bytes=int(data.get("trainable_bytes", 0)),
+                           parallel=str(data.get("parallel", "single")), gpus=int(data.get("gpus", 1)),
+                           notes=tuple(str(n) for n in data.get("notes", ())))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PlannerInputError("measurement", f"a stored measurement is incomplete or malformed ({exc}).") \
+                from None
+        if sum(measured.categories.values()) != measured.peak:
+            raise PlannerInputError("measurement", "a stored measurement's parts do not add up to its peak.")
+        return measured
+
+
+def step_key(setup: TrainingSetup) -> tuple[str, int]:
+    """The measured step ``setup`` needs: one single-device step for one card or DDP, one per card count for FSDP."""
+    return ("fsdp", setup.gpus) if setup.parallel == "fsdp" else ("single", 1)
+
+
+def measured_setup(setup: TrainingSetup) -> TrainingSetup:
+    """The setup to simulate for ``setup``'s measured step."""
+    parallel, gpus = step_key(setup)
+    return setup.replace(parallel=parallel, gpus=gpus)
+
+
+def to_breakdown(measured: Measurement, setup: TrainingSetup, reserve: Reserve = Reserve()) -> Breakdown:
+    """The measured step as a per-device ``Breakdown`` of ``setup``, with the framework's reserve on top.
+
+    ``setup`` may be the measured one or, for a single-device measurement,
+    DDP over any number of cards (the buckets are added to the reserve).
+    """
+    if step_key(setup) != (measured.parallel, measured.gpus):
+        raise PlannerInputError("parallel", f"a {measured.parallel} step on {measured.gpus} card(s) cannot stand for "
+                                            f"{setup.parallel} on {setup.gpus}.")
+    cats = measured.categories
+    parts = [(name, "simulated live tensors", cats[name]) for name in CATEGORIES if cats.get(name)]
+    reserve_parts = [("reserve", "CUDA context", reserve.cuda_context),
+                     ("reserve", "library workspaces", reserve.library_workspaces)]
+    if setup.gpus > 1:
+        reserve_parts.append(("reserve", "NCCL buffers", reserve.nccl_buffers))
+    notes = ("Simulated: one real step's operators on fake tensors (FakeTensorMode), live storage bytes "
+             "tracked; the reserve is the analytic allowance.",) + tuple(measured.notes)
+    if setup.parallel == "ddp":
+        reserve_parts.append(("reserve", "DDP gradient buckets", measured.ddp_buckets))
+        notes += ("DDP: gradient buckets computed as a copy of the gradients (gradient_as_bucket_view=False), "
+                  "not simulated.",)
+    reserve_parts.append(("reserve", f"allocator fragmentation ({reserve.fragmentation:.0%} of live)",
+                          math.ceil(reserve.fragmentation * measured.peak)))
+    totals = {name: int(cats.get(name, 0)) for name in CATEGORIES}
+    totals["reserve"] = sum(b for _c, _w, b in reserve_parts)
+    return Breakdown(**totals, phase=measured.phase, parts=tuple(parts + reserve_parts), phases=measured.phases,
+                     notes=notes)
+
+
+class MeasuredSteps:
+    """Measurements by ``step_key``; used as the planner's ``estimate_with`` for the setups they cover."""
+
+    def __init__(self, measurements: Mapping[tuple[str, int], Measurement] | None = None):
+        self.measurements: dict[tuple[str, int], Measurement] = dict(measurements or {})
+
+    def add(self, measured: Measurement) -> None:
+        self.measurements[(measured.parallel, measured.gpus)] = measured
+
+    def covers(self, setup: TrainingSetup) -> bool:
+        return step_key(setup) in self.measurements
+
+    def __call__(self, spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()) -> Breakdown:
+        measured = self.measurements.get(step_key(setup))
+        if measured is None:
+            parallel, gpus = step_key(setup)
+            raise PlannerInputError("parallel", f"no simulated step for {parallel} on {gpus} card(s).")
+        return to_breakdown(measured, setup, reserve)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [m.to_json() for _key, m in sorted(self.measurements.items())]
+
+    @classmethod
+    def from_json(cls, data: Any) -> "MeasuredSteps":
+        if not isinstance(data, list):
+            raise PlannerInputError("measurement", "stored measurements are a list.")
+        steps = cls()
+        for item in data:
+            if not isinstance(item, Mapping):
+                raise PlannerInputError("measurement", "a stored measurement is an object.")
+            steps.add(Measurement.from_json(item))
+        return steps
