@@ -12,6 +12,7 @@ PURE_MODULES = [
     "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri",
     "anchorgpu.planner.model_spec", "anchorgpu.planner.presets", "anchorgpu.planner.setup", "anchorgpu.planner.params",
     "anchorgpu.planner.activations", "anchorgpu.planner.analytic", "anchorgpu.planner.recommend",
+    "anchorgpu.planner.measured", "anchorgpu.simulations.child",
 ]
 
 

@@ -1,7 +1,8 @@
 """The ``anchorgpu`` command.
 
     anchorgpu serve [--host H] [--port P]   migrate, load the demo into an empty database, serve the shop
-    anchorgpu worker [--once] [--interval S] run the periodic sweeps
+                                            (and run queued planner simulations)
+    anchorgpu worker [--once] [--interval S] run the periodic sweeps and the queued planner simulations
     anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
     anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
     anchorgpu offers | order ...            the shop's API from a terminal (see anchorgpu.client)
@@ -68,9 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8000)
     serve.add_argument("--threads", type=int, default=8)
     serve.add_argument("--no-demo", action="store_true", help="do not load the demo into an empty database")
+    serve.add_argument("--no-simulations", action="store_true",
+                       help="do not run the planner's queued simulations in this process (a worker runs them)")
     worker = sub.add_parser("worker", help="run the periodic sweeps (expire holds, ...)")
     worker.add_argument("--once", action="store_true", help="sweep once and exit")
     worker.add_argument("--interval", type=_positive, default=15.0, help="seconds between sweeps (15)")
+    worker.add_argument("--no-simulations", action="store_true",
+                        help="do not run the planner's queued simulations (another process runs them)")
     sub.add_parser("demo", help="load the demo catalog, prices and fleet into an empty database")
     sub.add_parser("compilecatalogs", help="compile the translation catalogs (.po to .mo)")
     return parser
@@ -112,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
 
         from anchorgpu.wsgi import application
 
+        if not args.no_simulations:
+            from anchorgpu.simulations.runner import SimulationRunner
+
+            SimulationRunner().start()  # a daemon thread; each simulation runs in a child process
         print(f"AnchorGPU shop on http://{args.host}:{args.port}/  (Ctrl-C stops it)")
         serve(application, host=args.host, port=args.port, threads=args.threads, ident="anchorgpu")
         return 0
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.once:
             print(worker.run_once())
         else:
-            worker.run_forever(args.interval)
+            worker.run_forever(args.interval, simulations=not args.no_simulations)
         return 0
     if args.command == "demo":
         _prepare_database(load=False)

@@ -10,6 +10,9 @@ ANCHORGPU_SITE_URL                       the shop's public address, for links in
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
+ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (600)
+ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
+ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
 """
 
 from __future__ import annotations
@@ -22,6 +25,22 @@ from django.utils.translation import gettext_lazy as _
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", Path.cwd() / "var")).resolve()
+
+
+def _whole(name: str, default: int, minimum: int = 1) -> int:
+    """A whole-number setting; a bad value stops the start with a message that names the variable."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}.")
+    return value
 
 
 def _flag(name: str, default: bool = False) -> bool:
@@ -51,6 +70,7 @@ INSTALLED_APPS = [
     "anchorgpu.payments",
     "anchorgpu.orders",
     "anchorgpu.billing",
+    "anchorgpu.simulations",
     "anchorgpu.web",
 ]
 
@@ -183,5 +203,9 @@ ANCHORGPU_HOLD_MINUTES = int(os.environ.get("ANCHORGPU_HOLD_MINUTES", "60"))
 ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_DAYS", "365"))
 # Quotes to the demo's public test-vector deposit keys (anyone can spend from them): refused unless allowed.
 ANCHORGPU_ALLOW_TEST_KEYS = _flag("ANCHORGPU_ALLOW_TEST_KEYS", default=DEBUG)
+# Planner simulations (background jobs, run by the worker and by `anchorgpu serve`).
+ANCHORGPU_SIMULATION_TIMEOUT = _whole("ANCHORGPU_SIMULATION_TIMEOUT", 600, minimum=10)
+ANCHORGPU_SIMULATION_QUEUE_LIMIT = _whole("ANCHORGPU_SIMULATION_QUEUE_LIMIT", 20)
+ANCHORGPU_SIMULATION_PER_REQUESTER = _whole("ANCHORGPU_SIMULATION_PER_REQUESTER", 2)
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

@@ -22,6 +22,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
+    from anchorgpu.simulations.services import jobs_purge_old, jobs_requeue_stale
 
     # Expired quotes free their cards before anything else reads availability;
     # ended terms are released and wiped before the next term on the same
@@ -32,6 +33,8 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("terms_end_due", lambda: terms_end_due()),
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
+        ("simulations_requeue_stale", lambda: jobs_requeue_stale()),
+        ("simulations_purge_old", lambda: jobs_purge_old()),
     ]
 
 
@@ -47,8 +50,16 @@ def run_once() -> dict[str, int]:
     return results
 
 
-def run_forever(interval: float) -> None:
+def run_forever(interval: float, *, simulations: bool = True) -> None:
+    """Sweeps every ``interval`` seconds until SIGTERM or SIGINT; with ``simulations``, a thread runs the
+    planner's queued simulations beside the sweeps (a long simulation never delays a sweep)."""
     stop = threading.Event()
+    runner = None
+    if simulations:
+        from anchorgpu.simulations.runner import SimulationRunner
+
+        runner = SimulationRunner()
+        runner.start()
 
     def request_stop(signum, _frame):
         log.info("signal %s: stopping after this sweep", signum)
@@ -64,3 +75,5 @@ def run_forever(interval: float) -> None:
         if changed:
             log.info("sweep results: %s", changed)
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    if runner is not None:
+        runner.stop()

@@ -20,6 +20,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from anchorgpu.messages import gettext_noop
+
 from .analytic import COMPONENTS, Breakdown, Reserve
 from .errors import PlannerInputError
 from .model_spec import ModelSpec
@@ -145,3 +147,16 @@ class MeasuredSteps:
                 raise PlannerInputError("measurement", "a stored measurement is an object.")
             steps.add(Measurement.from_json(item))
         return steps
+
+
+def not_simulable(setup: TrainingSetup) -> str | None:
+    """Why ``setup`` cannot be simulated, or ``None`` when it can (checked before a simulation is queued).
+
+    The sentence is English and marked for the catalogs: a page shows it translated."""
+    if setup.method == "qlora":
+        return gettext_noop("QLoRA's 4-bit weights need bitsandbytes, which cannot run on simulated tensors: "
+                            "use the analytic estimate.")
+    if setup.optimizer == "adamw8bit":
+        return gettext_noop("8-bit AdamW needs bitsandbytes, which cannot run on simulated tensors: "
+                            "use the analytic estimate.")
+    return None

@@ -1,5 +1,6 @@
 """The planner page: the analytic estimate at once, and every card and quantity
-of the catalog with whether the step fits, its price, and a link to checkout."""
+of the catalog with whether the step fits, its price, and a link to checkout.
+From there a simulation can be queued (``simulation_views``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from anchorgpu.planner.analytic import estimate
+from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
+from anchorgpu.planner.measured import not_simulable
 from anchorgpu.planner.model_spec import model_spec_from_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.recommend import GB, plan
@@ -41,6 +43,35 @@ def _checkout(option, term: int) -> str:
         {"quantity": option.quantity, "term": term})
 
 
+def model_source(data: dict) -> dict:
+    """The model as the form gave it, in the form a simulation job stores."""
+    return {"preset": data["preset"]} if data["preset"] else {"config": data["config"]}
+
+
+def spec_from_source(source: dict):
+    return preset_spec(source["preset"]) if "preset" in source else model_spec_from_config(source["config"])
+
+
+def breakdown_rows(breakdown) -> list:
+    return [(COMPONENT_LABELS[name], value / GB) for name, value in breakdown.components().items()]
+
+
+def results_context(spec, setup, *, headroom: float, term: int, offers=None, estimate_with=estimate) -> dict:
+    """Where the step fits, at what price, and what would fit on less: the part both pages show."""
+    result = plan(spec, setup, shop_offers() if offers is None else offers, headroom=headroom, term_days=term,
+                  estimate_with=estimate_with)
+    breakdown = estimate_with(spec, setup, Reserve())
+    return {
+        "spec": spec, "term": term, "peak_gb": breakdown.peak / GB, "best": result.best,
+        "breakdown": breakdown_rows(breakdown), "breakdown_object": breakdown,
+        "options": [{"option": o, "peak_gb": o.breakdown.peak / GB, "price": o.prices.get(term),
+                     "overflow": COMPONENT_LABELS.get(o.overflow) if o.overflow else None,
+                     "checkout": _checkout(o, term), "best": o is result.best} for o in result.options],
+        "suggestions": [{"label": _change_label(s), "option": s.option, "price": s.option.prices.get(term),
+                         "checkout": _checkout(s.option, term)} for s in result.suggestions],
+    }
+
+
 def planner(request):
     form = PlannerForm(request.GET or None)
     context = {"form": form}
@@ -48,23 +79,18 @@ def planner(request):
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            spec = preset_spec(data["preset"]) if data["preset"] else model_spec_from_config(data["config"])
+            spec = spec_from_source(model_source(data))
             setup = setup_from_mapping(form.setup_fields()).validate(spec)
-            result = plan(spec, setup, shop_offers(), headroom=data["headroom"] / 100, term_days=data["term"])
-            breakdown = estimate(spec, setup)
+            context.update(results_context(spec, setup, headroom=data["headroom"] / 100, term=data["term"]))
         except PlannerInputError as exc:
             form.add_error(None, _("The planner cannot use this input: %(problem)s") % {"problem": exc.message})
             status = 400
         else:
-            term = data["term"]
-            context.update(
-                spec=spec, term=term, peak_gb=breakdown.peak / GB, best=result.best,
-                breakdown=[(COMPONENT_LABELS[name], value / GB) for name, value in breakdown.components().items()],
-                options=[{"option": o, "peak_gb": o.breakdown.peak / GB, "price": o.prices.get(term),
-                          "overflow": COMPONENT_LABELS.get(o.overflow) if o.overflow else None,
-                          "checkout": _checkout(o, term), "best": o is result.best} for o in result.options],
-                suggestions=[{"label": _change_label(s), "option": s.option, "price": s.option.prices.get(term),
-                              "checkout": _checkout(s.option, term)} for s in result.suggestions])
+            from anchorgpu.simulations.availability import simulation_unavailable
+
+            refusal = not_simulable(setup)
+            context.update(engine="analytic", query=request.GET.urlencode(),
+                           simulation_refusal=_(refusal) if refusal else simulation_unavailable())
     elif form.is_bound:
         status = 400
     return render(request, "web/planner.html", context, status=status)
