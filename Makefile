@@ -13,8 +13,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The shop with the planner's simulation engine (the ml extra); torch first, pinned (see below).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[ml]'
 	touch $@
 
 # torch first, pinned: this spelling installs the CPU build (any other may download several GB).

@@ -67,7 +67,7 @@ def planner_simulate(request):
         return _planner_again(request, form, _(refusal), 400)
     counts = sorted(set(card_counts(shop_offers())) | {setup.gpus})
     try:
-        job, _created = job_submit(model_source=model_source(data), model_label=spec.name,
+        job, _created = job_submit(model_source=model_source(data), model_label=spec.label,
                                    setup=form.setup_fields(), card_counts=counts, requester=_requester(request))
     except SimulationRefused as exc:
         return _planner_again(request, form, message(exc), 429)
