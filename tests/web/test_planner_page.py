@@ -59,3 +59,13 @@ def test_bad_input_is_a_400_with_the_reason(client, shop_loaded, params, text):
     response = client.get(URL, {**base, **params})
     assert response.status_code == 400
     assert text in response.content.decode()
+
+
+@pytest.mark.parametrize("lang, expected", [("ko", "위치보다 깁니다"), ("fr", "plus longue que"), ("pt", "mais longa que")])
+def test_the_planners_own_messages_are_in_the_readers_language(client, shop_loaded, lang, expected):
+    response = client.get(f"/{lang}/planner/", {"preset": "llama-3.2-1b", "method": "lora", "lora_rank": "16",
+                                               "optimizer": "adamw", "precision": "bf16_mixed", "seq_len": "999999",
+                                               "micro_batch": "1", "parallel": "single", "gpus": "1",
+                                               "headroom": "10", "term": "7"})
+    page = response.content.decode()
+    assert response.status_code == 400 and expected in page and "999999" in page and "longer than" not in page

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import pytest
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import translation
 
 from anchorgpu.planner.presets import preset
 from anchorgpu.simulations import runner
@@ -25,6 +26,13 @@ FIELDS = {"config": TINY, "method": "lora", "lora_rank": "8", "optimizer": "adam
 @pytest.fixture
 def shop_loaded():
     shop.load_shop()
+
+
+@pytest.fixture(autouse=True)
+def english():
+    """reverse() follows the active language, which an earlier test's /pt/ request may have left on."""
+    with translation.override("en"):
+        yield
 
 
 def simulate(client, **changes):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from anchorgpu.messages import gettext_noop
+
 from .errors import PlannerInputError
 
 SUPPORTED_FAMILIES: tuple[str, ...] = ("llama", "mistral", "qwen2", "gemma", "gemma2")
@@ -109,22 +111,26 @@ class ModelSpec:
         for shape in self.linear_shapes():
             if shape.name == name:
                 return shape
-        raise PlannerInputError("lora_targets", f"“{name}” is not a linear layer of {self.label}; "
-                                                f"its linear layers are {', '.join(LINEAR_MODULES)}.")
+        raise PlannerInputError("lora_targets", gettext_noop("“%(name)s” is not a linear layer of %(model)s; its "
+                                                             "linear layers are %(layers)s."),
+                                name=name, model=self.label, layers=", ".join(LINEAR_MODULES))
 
 
 def _int(config: Mapping[str, Any], key: str, *, default: int | None = None, required: bool = True) -> int | None:
     if key not in config or config[key] is None:
         if default is not None or not required:
             return default
-        raise PlannerInputError(f"config.{key}", f"the config has no “{key}”, which the planner needs.")
+        raise PlannerInputError(f"config.{key}", gettext_noop("the config has no “%(key)s”, which the planner "
+                                                              "needs."), key=key)
     value = config[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-        raise PlannerInputError(f"config.{key}", f"“{key}” must be a whole number, not {value!r}.")
+        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be a whole number, not %(value)s."),
+                                key=key, value=repr(value))
     value = int(value)
     if value <= 0:
-        raise PlannerInputError(f"config.{key}", f"“{key}” must be positive, not {value}.")
+        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be positive, not %(value)s."),
+                                key=key, value=value)
     return value
 
 
@@ -133,7 +139,8 @@ def _bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise PlannerInputError(f"config.{key}", f"“{key}” must be true or false, not {value!r}.")
+        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be true or false, not %(value)s."),
+                                key=key, value=repr(value))
     return value
 
 
@@ -142,21 +149,26 @@ def _float_or_none(config: Mapping[str, Any], key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PlannerInputError(f"config.{key}", f"“{key}” must be a positive number or null, not {value!r}.")
+        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be a positive number or null, "
+                                                              "not %(value)s."), key=key, value=repr(value))
     return float(value)
 
 
 def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
     """Reads a Hugging Face ``config.json`` (already parsed) into a ``ModelSpec``."""
     if not isinstance(config, Mapping):
-        raise PlannerInputError("config", f"a model config must be a JSON object, not {type(config).__name__}.")
+        raise PlannerInputError("config", gettext_noop("a model config must be a JSON object, not %(kind)s."),
+                                kind=type(config).__name__)
     family = config.get("model_type")
     if family is None:
-        raise PlannerInputError("config.model_type", "the config has no “model_type”, so the architecture is "
-                                                     f"unknown; supported: {', '.join(SUPPORTED_FAMILIES)}.")
+        raise PlannerInputError("config.model_type", gettext_noop("the config has no “model_type”, so the "
+                                                                  "architecture is unknown; supported: "
+                                                                  "%(supported)s."),
+                                supported=", ".join(SUPPORTED_FAMILIES))
     if not isinstance(family, str) or family not in _FAMILY:
-        raise PlannerInputError("config.model_type", f"the architecture “{family}” is not supported; "
-                                                     f"supported: {', '.join(SUPPORTED_FAMILIES)}.")
+        raise PlannerInputError("config.model_type", gettext_noop("the architecture “%(family)s” is not "
+                                                                  "supported; supported: %(supported)s."),
+                                family=family, supported=", ".join(SUPPORTED_FAMILIES))
     traits = _FAMILY[family]
     hidden = _int(config, "hidden_size")
     heads = _int(config, "num_attention_heads")
@@ -172,12 +184,14 @@ def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
         if head_dim is None:
             if hidden % heads:
                 raise PlannerInputError("config.num_attention_heads",
-                                        f"{heads} attention heads do not divide the hidden size {hidden} "
-                                        "and the config gives no “head_dim”.")
+                                        gettext_noop("%(heads)s attention heads do not divide the hidden size "
+                                                     "%(hidden)s and the config gives no “head_dim”."),
+                                        heads=heads, hidden=hidden)
             head_dim = hidden // heads
     if kv_heads > heads or heads % kv_heads:
         raise PlannerInputError("config.num_key_value_heads",
-                                f"{kv_heads} key/value heads must divide the {heads} attention heads.")
+                                gettext_noop("%(kv_heads)s key/value heads must divide the %(heads)s attention "
+                                             "heads."), kv_heads=kv_heads, heads=heads)
 
     attention_bias = _bool(config, "attention_bias", False)
     if family == "qwen2":

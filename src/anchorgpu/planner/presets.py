@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from anchorgpu.messages import gettext_noop
+
 from .errors import PlannerInputError
 from .model_spec import ModelSpec, model_spec_from_config
 
@@ -98,7 +100,8 @@ def preset(name: str) -> Preset:
     for item in _PRESETS if wanted else ():
         if wanted in {item.key, item.repo.lower()}:
             return item
-    raise PlannerInputError("model", f"there is no preset “{name}”; presets: {', '.join(PRESETS)}.")
+    raise PlannerInputError("model", gettext_noop("there is no preset “%(name)s”; presets: %(presets)s."),
+                            name=name, presets=", ".join(PRESETS))
 
 
 def preset_spec(name: str) -> ModelSpec:

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from anchorgpu.messages import gettext_noop
+
 from .errors import PlannerInputError
 from .model_spec import ATTENTION_MODULES, LINEAR_MODULES, MLP_MODULES, ModelSpec
 
@@ -88,56 +90,79 @@ class TrainingSetup:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("parallel", self.parallel, PARALLEL)
-        _whole("seq_len", self.seq_len, "the sequence length")
-        _whole("micro_batch", self.micro_batch, "the micro-batch")
-        _whole("gpus", self.gpus, "the number of GPUs")
+        _whole("seq_len", self.seq_len)
+        _whole("micro_batch", self.micro_batch)
+        _whole("gpus", self.gpus)
         if not isinstance(self.grad_checkpointing, bool):
-            raise PlannerInputError("grad_checkpointing", "gradient checkpointing is on or off (true or false).")
+            raise PlannerInputError("grad_checkpointing", gettext_noop("gradient checkpointing is on or off (true "
+                                                                       "or false)."))
         if self.seq_len > spec.max_position_embeddings:
-            raise PlannerInputError("seq_len", f"a sequence of {self.seq_len} tokens is longer than the "
-                                               f"{spec.max_position_embeddings} positions {spec.label} supports.")
+            raise PlannerInputError("seq_len", gettext_noop("a sequence of %(seq_len)s tokens is longer than the "
+                                                            "%(positions)s positions %(model)s supports."),
+                                    seq_len=self.seq_len, positions=spec.max_position_embeddings, model=spec.label)
         if self.parallel == "single" and self.gpus != 1:
-            raise PlannerInputError("gpus", f"one device means gpus = 1, not {self.gpus}; "
-                                            "choose ddp or fsdp for several.")
+            raise PlannerInputError("gpus", gettext_noop("one device means gpus = 1, not %(gpus)s; choose ddp or "
+                                                         "fsdp for several."), gpus=self.gpus)
         if self.parallel != "single" and self.gpus < 2:
-            raise PlannerInputError("gpus", f"{self.parallel.upper()} needs at least 2 GPUs, not {self.gpus}.")
+            raise PlannerInputError("gpus", gettext_noop("%(parallel)s needs at least 2 GPUs, not %(gpus)s."),
+                                    parallel=self.parallel.upper(), gpus=self.gpus)
         if self.is_lora:
             self._validate_lora(spec)
         return self
 
     def _validate_lora(self, spec: ModelSpec) -> None:
-        _whole("lora_rank", self.lora_rank, "the LoRA rank")
+        _whole("lora_rank", self.lora_rank)
         alpha = self.lora_alpha
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
-            raise PlannerInputError("lora_alpha", f"the LoRA alpha must be a positive number, not {alpha!r}.")
+            raise PlannerInputError("lora_alpha", gettext_noop("the LoRA alpha must be a positive number, not "
+                                                               "%(value)s."), value=repr(alpha))
         _choice("adapter_dtype", self.adapter_dtype, ADAPTER_DTYPES)
         if self.method == "qlora" and self.precision == "fp32":
-            raise PlannerInputError("precision", "QLoRA computes in bf16 on its 4-bit base weights; "
-                                                 "choose bf16_mixed or bf16.")
+            raise PlannerInputError("precision", gettext_noop("QLoRA computes in bf16 on its 4-bit base weights; "
+                                                              "choose bf16_mixed or bf16."))
         targets = self.lora_targets
         if not isinstance(targets, tuple) or not targets:
-            raise PlannerInputError("lora_targets", "LoRA needs at least one target module, e.g. "
-                                                    f"{', '.join(DEFAULT_LORA_TARGETS)}.")
+            raise PlannerInputError("lora_targets", gettext_noop("LoRA needs at least one target module, e.g. "
+                                                                 "%(example)s."),
+                                    example=", ".join(DEFAULT_LORA_TARGETS))
         for name in targets:
             if not isinstance(name, str) or name not in LINEAR_MODULES:
-                raise PlannerInputError("lora_targets", f"“{name}” is not a linear layer of {spec.label}; "
-                                                        f"its linear layers are {', '.join(LINEAR_MODULES)}.")
+                raise PlannerInputError("lora_targets", gettext_noop("“%(name)s” is not a linear layer of "
+                                                                     "%(model)s; its linear layers are %(layers)s."),
+                                        name=name, model=spec.label, layers=", ".join(LINEAR_MODULES))
             shape = spec.linear(name)
             if self.lora_rank > min(shape.in_features, shape.out_features):
-                raise PlannerInputError("lora_rank", f"rank {self.lora_rank} is larger than {name} itself "
-                                                     f"({shape.in_features} × {shape.out_features}).")
+                raise PlannerInputError("lora_rank", gettext_noop("rank %(rank)s is larger than %(name)s itself "
+                                                                  "(%(rows)s × %(columns)s)."),
+                                        rank=self.lora_rank, name=name, rows=shape.in_features,
+                                        columns=shape.out_features)
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise PlannerInputError(field, f"“{value}” is not one of {', '.join(allowed)}.")
+        raise PlannerInputError(field, gettext_noop("“%(value)s” is not one of %(allowed)s."), value=value,
+                                allowed=", ".join(allowed))
 
 
-def _whole(field: str, value: Any, what: str) -> None:
+# Per field: (not a whole number, not positive). Whole sentences, so each language can word them.
+_WHOLE = {
+    "seq_len": (gettext_noop("the sequence length must be a whole number, not %(value)s."),
+                gettext_noop("the sequence length must be positive, not %(value)s.")),
+    "micro_batch": (gettext_noop("the micro-batch must be a whole number, not %(value)s."),
+                    gettext_noop("the micro-batch must be positive, not %(value)s.")),
+    "gpus": (gettext_noop("the number of GPUs must be a whole number, not %(value)s."),
+             gettext_noop("the number of GPUs must be positive, not %(value)s.")),
+    "lora_rank": (gettext_noop("the LoRA rank must be a whole number, not %(value)s."),
+                  gettext_noop("the LoRA rank must be positive, not %(value)s.")),
+}
+
+
+def _whole(field: str, value: Any) -> None:
+    not_whole, not_positive = _WHOLE[field]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PlannerInputError(field, f"{what} must be a whole number, not {value!r}.")
+        raise PlannerInputError(field, not_whole, value=repr(value))
     if value <= 0:
-        raise PlannerInputError(field, f"{what} must be positive, not {value}.")
+        raise PlannerInputError(field, not_positive, value=value)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainingSetup)}
@@ -153,20 +178,21 @@ def _parse(name: str, value: Any) -> Any:
             return True
         if text.lower() in {"false", "no", "off", "0", ""}:
             return False
-        raise PlannerInputError(name, f"“{value}” is neither true nor false.")
+        raise PlannerInputError(name, gettext_noop("“%(value)s” is neither true nor false."), value=value)
     if kind in {"int", "float"}:
         try:
             return int(text) if kind == "int" else float(text)
         except ValueError:
-            raise PlannerInputError(name, f"“{value}” is not a number.") from None
+            raise PlannerInputError(name, gettext_noop("“%(value)s” is not a number."), value=value) from None
     return text
 
 
 def setup_from_mapping(data: Mapping[str, Any]) -> TrainingSetup:
     """Builds a setup from form or JSON fields (strings allowed); unknown fields are refused."""
     if not isinstance(data, Mapping):
-        raise PlannerInputError("setup", "the training setup must be an object of fields.")
+        raise PlannerInputError("setup", gettext_noop("the training setup must be an object of fields."))
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
-        raise PlannerInputError(str(unknown[0]), f"unknown field; the fields are {', '.join(_FIELDS)}.")
+        raise PlannerInputError(str(unknown[0]), gettext_noop("unknown field; the fields are %(fields)s."),
+                                fields=", ".join(_FIELDS))
     return TrainingSetup(**{name: _parse(name, value) for name, value in data.items()})

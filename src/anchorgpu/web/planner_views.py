@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from anchorgpu.i18n import message
 from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import not_simulable
@@ -83,7 +84,7 @@ def planner(request):
             setup = setup_from_mapping(form.setup_fields()).validate(spec)
             context.update(results_context(spec, setup, headroom=data["headroom"] / 100, term=data["term"]))
         except PlannerInputError as exc:
-            form.add_error(None, _("The planner cannot use this input: %(problem)s") % {"problem": exc.message})
+            form.add_error(None, _("The planner cannot use this input: %(problem)s") % {"problem": message(exc)})
             status = 400
         else:
             from anchorgpu.simulations.availability import simulation_unavailable

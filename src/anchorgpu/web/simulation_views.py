@@ -61,7 +61,7 @@ def planner_simulate(request):
         setup = setup_from_mapping(form.setup_fields()).validate(spec)
     except PlannerInputError as exc:
         return _planner_again(request, form, _("The planner cannot use this input: %(problem)s")
-                              % {"problem": exc.message}, 400)
+                              % {"problem": message(exc)}, 400)
     refusal = not_simulable(setup)
     if refusal or (refusal := simulation_unavailable()):
         return _planner_again(request, form, _(refusal), 400)
@@ -90,7 +90,7 @@ def _job_context(request, job: SimulationJob) -> dict:
         steps = MeasuredSteps.from_json(job.result)
         context.update(results_context(spec, setup, headroom=headroom / 100, term=term, estimate_with=steps))
     except PlannerInputError as exc:  # a job stored by an older version that no longer reads back
-        context["stale_error"] = exc.message
+        context["stale_error"] = message(exc)
         return context
     simulated, analytic = context["breakdown_object"], estimate(spec, setup, Reserve())
     context["comparison"] = [(COMPONENT_LABELS[name], simulated_value / GB, analytic.components()[name] / GB)
