@@ -7,6 +7,7 @@
     anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
     anchorgpu offers | order ...            the shop's API from a terminal (see anchorgpu.client)
     anchorgpu plan --preset NAME ...        a training step's peak memory and the cards it fits on
+    anchorgpu pilot run|scale|summary ...   a short real training run that proves a configuration
     anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
 """
 
@@ -88,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         from anchorgpu.planner.command import run as plan
 
         return plan(argv[1:])
+    if argv and argv[0] == "pilot":  # the pilot kit: runs on the rented machine, no Django, no database
+        from anchorgpu.pilot.command import run as pilot
+
+        return pilot(argv[1:])
     if argv and argv[0] in ("offers", "order"):  # the API client: no Django, no database
         from anchorgpu.client.commands import run
 

@@ -1,0 +1,126 @@
+"""``anchorgpu pilot``: run a pilot, test its scaling, or summarise a report.
+
+    anchorgpu pilot run --model DIR_OR_CONFIG --data FILE [...] --report FILE.json
+    anchorgpu pilot scale --nproc 1,2,4 --parallel ddp,fsdp --model ... --data ... [...]
+    anchorgpu pilot summary FILE.json [--html FILE.html]
+
+Exit codes: 0 done (and the restore proof passed), 1 the run finished but the
+restore proof failed, 2 bad input (a message, never a traceback), 3 the
+machine could not run it (e.g. out of memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import PilotInputError
+from .options import DEFAULT_LORA_TARGETS, DEVICES, METHODS, OPTIMIZERS, PRECISIONS, PilotOptions
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of one run, shared by ``run`` and ``scale``."""
+    parser.add_argument("--model", required=True, help="a Hugging Face-format directory, or a config.json alone "
+                                                       "(random weights)")
+    parser.add_argument("--data", required=True, action="append", help="JSONL or text file (repeat for more)")
+    parser.add_argument("--text-field", default="text", help="the JSONL field holding the text (text)")
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--micro-batch", type=int, default=1)
+    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (2)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps (10)")
+    parser.add_argument("--method", choices=METHODS, default="full")
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--lora-targets", type=_targets, default=DEFAULT_LORA_TARGETS,
+                        help="comma-separated module names (q_proj,k_proj,v_proj,o_proj)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--precision", choices=PRECISIONS, default="bf16-mixed")
+    parser.add_argument("--grad-checkpointing", action="store_true")
+    parser.add_argument("--val-batches", type=int, default=2, help="micro-batches of the validation pass (2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=DEVICES, default="auto")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def options_from_args(args: argparse.Namespace, **more) -> PilotOptions:
+    return PilotOptions(model=args.model, data=tuple(args.data), text_field=args.text_field, seq_len=args.seq_len,
+                        micro_batch=args.micro_batch, grad_accum=args.grad_accum, warmup=args.warmup,
+                        steps=args.steps, method=args.method, lora_rank=args.lora_rank,
+                        lora_targets=args.lora_targets, optimizer=args.optimizer, lr=args.lr,
+                        precision=args.precision, grad_checkpointing=args.grad_checkpointing,
+                        val_batches=args.val_batches, seed=args.seed, device=args.device,
+                        progress=not args.no_progress, **more)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anchorgpu pilot", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    run = sub.add_parser("run", help="a short real training run, measured, with a restore proof")
+    add_run_arguments(run)
+    run.add_argument("--checkpoint-dir", default="pilot-checkpoint")
+    run.add_argument("--report", default="pilot-report.json")
+    run.add_argument("--html", help="also write a readable HTML summary with plots")
+    run.add_argument("--no-restore-check", action="store_true", help="skip the fresh-process restore proof")
+    summary = sub.add_parser("summary", help="a terminal (or HTML) summary of a report")
+    summary.add_argument("report")
+    summary.add_argument("--html", help="write an HTML summary with plots to this file")
+    sub.add_parser("scale", help="the same run under DDP and FSDP on 1, 2, ... processes (see --help)",
+                   add_help=False)
+    return parser
+
+
+def _run(args, out, err) -> int:
+    from .run import run_pilot
+    from .summary import terminal_summary, write_html
+
+    options = options_from_args(args, checkpoint_dir=args.checkpoint_dir, report=args.report,
+                                restore_check=not args.no_restore_check)
+    report = run_pilot(options, say=lambda what: print(f"pilot: {what}", file=err, flush=True))
+    print(terminal_summary(report), file=out)
+    if args.html:
+        write_html(report, args.html)
+        print(f"HTML summary: {args.html}", file=out)
+    print(f"Report: {args.report}", file=out)
+    return 0 if report["restore"].get("passed") in (True, None) else 1
+
+
+def run(argv: list[str], out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    if argv[:1] == ["scale"]:
+        from .scale import main as scale_main
+
+        return scale_main(argv[1:], out=out, err=err)
+    args = build_parser().parse_args(argv)
+    try:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("anchorgpu pilot: the pilot needs the ml extra: pip install torch 'anchorgpu[ml]'", file=err)
+            return 2
+        if args.action == "summary":
+            from .summary import load_report, terminal_summary, write_html
+
+            report = load_report(args.report)
+            print(terminal_summary(report), file=out)
+            if args.html:
+                write_html(report, args.html)
+            return 0
+        return _run(args, out, err)
+    except PilotInputError as exc:
+        print(f"anchorgpu pilot: {exc}", file=err)
+        return 2
+    except MemoryError:
+        print("anchorgpu pilot: the machine ran out of host memory; try a smaller micro-batch or sequence length.",
+              file=err)
+        return 3
+    except RuntimeError as exc:
+        if "out of memory" in str(exc).lower():
+            print("anchorgpu pilot: the device ran out of memory: the configuration does not fit; try a smaller "
+                  "micro-batch, gradient checkpointing, LoRA, or a larger card (anchorgpu plan helps).", file=err)
+            return 3
+        raise
