@@ -12,6 +12,7 @@ machine could not run it (e.g. out of memory).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import PilotInputError
@@ -91,6 +92,8 @@ def _run(args, out, err) -> int:
 
 def run(argv: list[str], out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
+    # The pilot reads models and tokenizers from local files only; make any stray hub lookup fail fast.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if argv[:1] == ["scale"]:
         from .scale import main as scale_main
 
