@@ -30,7 +30,10 @@ def _postgres_unreachable() -> str | None:
 
 
 def pytest_report_header(config):
-    return f"database: {_vendor()} ({settings.DATABASES['default']['NAME']})"
+    header = f"database: {_vendor()} ({settings.DATABASES['default']['NAME']})"
+    if _vendor() == "postgresql" and os.environ.get("ANCHORGPU_TEST_ALL_TWICE", "") != "1":
+        header += "; tests that use no database ran in the SQLite pass and are deselected here"
+    return header
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,11 +41,28 @@ def pytest_collection_modifyitems(config, items):
     problem = _postgres_unreachable() if vendor == "postgresql" else None
     if problem and os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         raise pytest.UsageError(f"{problem}: under CI the PostgreSQL tests must run, not skip.")
+    if vendor == "postgresql" and os.environ.get("ANCHORGPU_TEST_ALL_TWICE", "") != "1":
+        # Tests that never touch a database ran, identically, in the SQLite pass: the PostgreSQL pass
+        # runs only those that do (set ANCHORGPU_TEST_ALL_TWICE=1 to run everything again).
+        kept, dropped = [], []
+        for item in items:
+            (kept if _uses_database(item) else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     for item in items:
         if item.get_closest_marker("postgres_only") and vendor != "postgresql":
             item.add_marker(pytest.mark.skip(reason="PostgreSQL-only test; this pass runs on SQLite"))
         if problem and ("django_db_setup" in item.fixturenames or item.get_closest_marker("django_db")):
             item.add_marker(pytest.mark.skip(reason=problem))
+
+
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server", "django_db_reset_sequences",
+                      "django_db_serialized_rollback"}
+
+
+def _uses_database(item) -> bool:
+    return bool(item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
 @pytest.fixture
