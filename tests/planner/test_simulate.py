@@ -103,7 +103,6 @@ def test_hf_config_keeps_the_shape():
 @pytest.mark.parametrize(("field", "changes"), [
     ("optimizer", {"optimizer": "adamw8bit"}),
     ("method", {"method": "qlora"}),
-    ("parallel", {"parallel": "fsdp", "gpus": 2}),
 ])
 def test_what_cannot_be_simulated_says_so(field, changes):
     with pytest.raises(PlannerInputError) as error:

@@ -133,9 +133,13 @@ def activation_dtypes(spec: ModelSpec, setup: TrainingSetup) -> Dtypes:
     # The residual stream is fp32 when the embedding weights are fp32.
     residual = 4 if setup.precision == "fp32" or (autocast and setup.method == "full") else 2
     norm = 4 if spec.norm_kind == "rms_gemma" else residual
-    adapter = 4 if setup.adapter_dtype == "fp32" else 2
-    lora = compute if autocast else adapter
+    # Under autocast the adapters compute in bf16; under FSDP's mixed-precision policy they are gathered in bf16.
+    lora = compute if setup.precision == "bf16_mixed" else _adapter_bytes(setup)
     return Dtypes(compute=compute, residual=residual, norm=norm, lora=lora, autocast=autocast)
+
+
+def _adapter_bytes(setup: TrainingSetup) -> int:
+    return 4 if setup.adapter_dtype == "fp32" else 2
 
 
 _INPUT_GROUPS = {"qkv_input": ("q_proj", "k_proj", "v_proj"), "o_input": ("o_proj",),
@@ -144,9 +148,10 @@ _INPUT_GROUPS = {"qkv_input": ("q_proj", "k_proj", "v_proj"), "o_input": ("o_pro
 
 def _conditions(spec: ModelSpec, setup: TrainingSetup, dtypes: Dtypes) -> frozenset[str]:
     full = setup.method == "full"
-    adapter = 4 if setup.adapter_dtype == "fp32" else 2
     # peft casts an adapter's input to the adapter's dtype; autocast then casts it back:
-    # either way each target keeps its own copy unless the dtypes already agree.
+    # either way each target keeps its own copy unless the dtypes already agree. FSDP's
+    # mixed-precision policy gathers fp32 adapters in bf16: they agree.
+    adapter = 2 if setup.parallel == "fsdp" and setup.precision == "bf16_mixed" else _adapter_bytes(setup)
     lora_cast = setup.is_lora and adapter != dtypes.compute
     found = {"always"}
     found |= {"norm_trainable", "head_trainable"} if full else set()

@@ -196,19 +196,28 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     if setup.method == "qlora":
         dequant = max(p.tensor.numel for p in placed if p.tensor.is_linear_weight) * compute
 
-    gathered_root = gathered_layer = grads_head_full = grads_root_end = grads_layer_full = 0.0
+    gathered_root = gathered_layer = grads_head_full = grads_root_end = 0.0
+    grads_layer_unsharded = reduce_layer = 0.0
     if fsdp:
-        def gathered(p: _Placed) -> float:  # FSDP's mixed-precision policy gathers trainable weights in compute dtype
+        # What FSDP2 (``fully_shard`` on each decoder layer, then the root) holds, as the simulation measures it.
+        # bf16_mixed runs FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): trainable weights
+        # are gathered (and their gradients produced) in bf16, then reduced in fp32; frozen weights are gathered
+        # as stored. Other precisions gather and reduce in the stored dtype.
+        def gathered(p: _Placed) -> float:
             return compute if p.trainable else p.stored
+
+        def reduced(p: _Placed) -> float:
+            return 4 if setup.precision == "bf16_mixed" else p.stored
         root = [p for p in placed if p.tensor.group in {"embedding", "lm_head"} or p.tensor.name == "final_norm"]
         gathered_root = sum(p.tensor.total * gathered(p) for p in root)
         gathered_layer = sum(_layer_share(p, spec) * gathered(p) for p in placed)
-        reduce_cast = 4 if setup.precision == "bf16_mixed" else 0  # grads reduced in fp32
         # The root group (embedding, head, final norm) reduce-scatters its grads only when the backward
-        # ends: until then they stay unsharded in compute dtype, plus the fp32 copy the reduction makes.
+        # ends: until then they stay unsharded in compute dtype, plus the copy in reduce dtype the reduction makes.
         grads_head_full = sum(p.tensor.total * compute for p in head)
-        grads_root_end = sum(p.tensor.total * (compute + reduce_cast) for p in root if p.trainable)
-        grads_layer_full = sum(_layer_share(p, spec) * (compute + reduce_cast) for p in trainable)
+        grads_root_end = sum(p.tensor.total * (compute + (reduced(p) if reduced(p) != compute else 0))
+                             for p in root if p.trainable)
+        grads_layer_unsharded = sum(_layer_share(p, spec) * gathered(p) for p in trainable)
+        reduce_layer = sum(_layer_share(p, spec) * reduced(p) for p in trainable)
 
     embedding_grad = 0.0
     if spec.tie_word_embeddings and setup.method == "full":  # the lookup's grad, before it joins the head's
@@ -222,6 +231,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
                               ("backward, at the loss", ("gradients of the logits", profile.loss_backward))):
         phase = _Phase(name).add("weights", "parameters", weights).add("weights", "bf16 autocast copies", copies_all)
         phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
+        # FSDP2 frees a forward all-gather's flat buffer only at the next forward all-gather: the last layer's
+        # stays until the next step.
+        phase.add("weights", "FSDP: the last layer's all-gather buffer", gathered_layer)
         phase.add("optimizer", "state", optimizer)
         for part in stored_acts:
             phase.add(*part)
@@ -229,23 +241,41 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         phase.add("temporaries", temporaries[0], temporaries[1] * tokens)
         phases.append(phase)
 
-    last = _Phase("backward, last layer").add("weights", "parameters", weights)
-    last.add("weights", "bf16 autocast copies", copies_backward).add("weights", "FSDP: gathered embedding and head",
-                                                                     gathered_root)
-    last.add("weights", "FSDP: two gathered layers", 2 * gathered_layer)
     if fsdp:
-        last.add("gradients", "FSDP: unsharded head grads", grads_head_full)
-        last.add("gradients", "FSDP: unsharded layer grads", grads_layer_full)
-        last.add("gradients", "sharded layer grads", shard(grads_layer))
-    else:
-        last.add("gradients", "head and last layer", grads_head + grads_layer)
-    last.add("optimizer", "state", optimizer)
-    # The head's and the final norm's backward have run: what they kept is freed.
-    last.add(*stored_acts[0]).add("activations", "RoPE tables, masks", model - profile.head * tokens)
-    last.add("activations", "recomputed layer", recomputed)
-    last.add("temporaries", "one layer's backward", profile.layer_backward * tokens)
-    last.add("temporaries", "dequantised 4-bit weight", dequant)
-    phases.append(last)
+        # The first layer's forward: the root's all-gather buffer is still held (freed after the next copy-out)
+        # while the first layer is gathered into its buffer and copied out; few activations exist yet.
+        first = _Phase("forward, first layer").add("weights", "parameters", weights)
+        first.add("weights", "FSDP: gathered embedding and head, and their all-gather buffer", 2 * gathered_root)
+        first.add("weights", "FSDP: the first layer gathered, and its all-gather buffer", 2 * gathered_layer)
+        first.add("optimizer", "state", optimizer)
+        first.add("activations", "RoPE tables, masks", model - profile.head * tokens)
+        phases.insert(0, first)
+
+    # One layer's backward, the last one and (FSDP) the one before it, where the last layer's reduce-scatter
+    # buffers and sharded grads exist but one layer less of activations.
+    for name, behind in (("backward, last layer", 0), ("backward, next-to-last layer", 1)):
+        if behind and not fsdp:
+            continue
+        phase = _Phase(name).add("weights", "parameters", weights)
+        phase.add("weights", "bf16 autocast copies", copies_backward)
+        phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
+        phase.add("weights", "FSDP: two gathered layers", 2 * gathered_layer)
+        if fsdp:
+            phase.add("gradients", "FSDP: unsharded head grads", grads_head_full)
+            phase.add("gradients", "FSDP: this layer's unsharded grads", grads_layer_unsharded)
+            phase.add("gradients", "FSDP: the later layer's reduce-scatter input", behind * reduce_layer)
+            phase.add("gradients", "sharded grads of the later layer", behind * shard(grads_layer))
+        else:
+            phase.add("gradients", "head and last layer", grads_head + grads_layer)
+        phase.add("optimizer", "state", optimizer)
+        # The head's and the final norm's backward have run: what they kept is freed.
+        kept = layers - behind * layers / spec.num_layers
+        phase.add(stored_acts[0][0], stored_acts[0][1], kept)
+        phase.add("activations", "RoPE tables, masks", model - profile.head * tokens)
+        phase.add("activations", "recomputed layer", recomputed)
+        phase.add("temporaries", "one layer's backward", profile.layer_backward * tokens)
+        phase.add("temporaries", "dequantised 4-bit weight", dequant)
+        phases.append(phase)
 
     end = _Phase("backward, end").add("weights", "parameters", weights).add("gradients", "all", grads_all)
     end.add("gradients", "FSDP: unsharded embedding and head grads", grads_root_end)

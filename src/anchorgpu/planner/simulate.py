@@ -17,8 +17,18 @@ These are live tensor bytes. What a GPU adds (CUDA context, workspaces,
 allocator fragmentation, NCCL buffers) is the analytic engine's
 ``Reserve``, added on top. DDP adds its gradient buckets (a flat copy of
 the gradients, ``gradient_as_bucket_view=False`` being DDP's default):
-computed, not simulated, as the analytic engine does. FSDP is not
-simulated yet.
+computed, not simulated, as the analytic engine does.
+
+FSDP (full shard, FSDP2 ``fully_shard`` on each decoder layer, then the
+root) is simulated as rank 0 of a fake process group of ``setup.gpus``
+ranks: the collectives only produce their outputs, so the step's own
+tensors are those of a real rank (the tests and the benchmark hold it to
+a real run over 2 gloo processes, to the byte). Categories: sharded
+parameters, FSDP's unsharded (all-gathered) parameters and its all-gather
+buffers are weights; unsharded gradients, their reduce-dtype copies, the
+reduce-scatter buffers and the sharded gradients are gradients. What a
+collective allocates for itself (gloo's copy of a reduce-scatter's input;
+NCCL's buffers on a GPU) is not counted: the reserve's NCCL allowance.
 
 Requires the ``ml`` extra (torch, transformers, peft); imported only on
 demand, so the rest of the planner stays pure Python.
@@ -112,26 +122,58 @@ def _unpacked_sequences():
 
 
 def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, seed: int = 0,
-                 progress: Callable[[str], None] | None = None) -> Measurement:
-    """Tracks the live bytes of one steady-state step, on fake tensors or on real CPU tensors."""
+                 progress: Callable[[str], None] | None = None, distributed: bool = False) -> Measurement:
+    """Tracks the live bytes of one steady-state step, on fake tensors or on real CPU tensors.
+
+    Without ``distributed``, a single-device or DDP setup measures the
+    single-device step (DDP's buckets are computed from it, see
+    ``measured.py``), and an FSDP setup over N cards runs FSDP2 on a fake
+    process group of world size N as rank 0, created here and destroyed on
+    return (so calls for 2, 4 and 8 cards can follow one another). A process
+    that already has a default process group is refused: the fake group
+    would have to replace it.
+
+    With ``distributed=True`` the caller runs one process per rank and has
+    initialised the default process group (world size ``setup.gpus``); the
+    step runs on it: wrapped in ``DistributedDataParallel`` (default options)
+    for DDP, sharded with ``fully_shard`` for FSDP. This is the real
+    reference the benchmark and the tests hold the fake FSDP step to.
+    """
     setup.validate(spec)
-    if setup.parallel == "fsdp":
-        raise PlannerInputError("parallel", "FSDP simulation is not available yet; use the analytic engine.")
     say = progress or (lambda _message: None)
+    if distributed:
+        _check_process_group(setup)
+        return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel=setup.parallel)
+    if setup.parallel == "fsdp":
+        if not fake:
+            raise PlannerInputError("parallel", "a real FSDP step needs one process per card: initialise the "
+                                                "process group in each and pass distributed=True.")
+        with _fake_process_group(setup.gpus):
+            return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel="fsdp")
+    return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel="single")
+
+
+def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, say: Callable[[str], None],
+             parallel: str) -> Measurement:
     started = time.perf_counter()
+    fsdp = parallel == "fsdp"
     say("building the model on the meta device")
     model = build_meta_model(spec, setup)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     torch.manual_seed(seed)
     tracker = StorageTracker()
     if setup.grad_checkpointing:
         _tag_checkpoint_inputs(model, tracker)
-
+    if fsdp:
+        say(f"sharding the model with FSDP2 over {setup.gpus} ranks")
+        _shard(base, setup, tracker)
     if fake:
         from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode(allow_non_fake_inputs=True)
     else:
         mode = contextlib.nullcontext()
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if setup.precision == "bf16_mixed"
+    # bf16_mixed: autocast on one device or under DDP; under FSDP the mixed-precision policy casts instead.
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if setup.precision == "bf16_mixed" and not fsdp
                 else contextlib.nullcontext())
 
     def pack(tensor):
@@ -141,15 +183,20 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
     with _unpacked_sequences(), mode, tracker:
         say("placing the parameters")
         model.to_empty(device="cpu")
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        base.tie_weights()
+        if not fsdp:  # FSDP keeps tied parameters one object through to_empty (see _shard)
+            base.tie_weights()
         with torch.no_grad():
             for param in model.parameters():
-                param.normal_(0.0, 0.02)
+                _local(param).normal_(0.0, 0.02)
+        runner = model
+        if parallel == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+            runner = DistributedDataParallel(model)  # defaults: 25 MB buckets, gradient_as_bucket_view=False
         tracker.tag(list(model.parameters()) + list(model.buffers()), "weights")
         trainable = [p for p in model.parameters() if p.requires_grad]
-        for param in trainable:
-            param.register_post_accumulate_grad_hook(lambda p: tracker.tag([p.grad], "gradients"))
+        if not fsdp:  # FSDP assigns the sharded gradients itself, without autograd's accumulation
+            for param in trainable:
+                param.register_post_accumulate_grad_hook(lambda p: tracker.tag([p.grad], "gradients"))
         optimizer = _OPTIMIZERS[setup.optimizer](trainable)
         ids = torch.randint(0, spec.vocab_size, (setup.micro_batch, setup.seq_len))
         tracker.tag([ids], "activations")
@@ -157,10 +204,11 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
         def step():
             tracker.label = "forward"
             with autocast, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = runner(input_ids=ids, labels=ids).loss
             tracker.label = "backward"
             loss.backward()
             del loss
+            tracker.tag([p.grad for p in trainable if p.grad is not None], "gradients")
             tracker.label = "optimizer step"
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -169,6 +217,8 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
         step()
         tracker.label = ""
         tracker.tag([list(state.values()) for state in optimizer.state.values()], "optimizer")
+        if fsdp:
+            _tag_fsdp_buffers(base, tracker)
         tracker.reset_peak()
         tracker.phase_peaks.clear()
         say("measured step")
@@ -177,9 +227,13 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
     seconds = time.perf_counter() - started
     return Measurement(peak=tracker.peak, categories=dict(tracker.peak_totals), phase=tracker.peak_label,
                        phases=tuple(tracker.phase_peaks.items()), seconds=seconds, fake=fake,
-                       trainable_bytes=sum(p.numel() * p.element_size() for p in trainable),
-                       parallel="fsdp" if setup.parallel == "fsdp" else "single",
-                       gpus=setup.gpus if setup.parallel == "fsdp" else 1)
+                       trainable_bytes=sum(_local(p).numel() * p.element_size() for p in trainable),
+                       parallel=parallel, gpus=setup.gpus if parallel != "single" else 1)
+
+
+def _local(param: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a parameter: the local shard of an FSDP2 (DTensor) parameter, else the parameter."""
+    return param.to_local() if hasattr(param, "to_local") else param
 
 
 def _tag_checkpoint_inputs(model: torch.nn.Module, tracker: StorageTracker) -> None:
@@ -194,3 +248,99 @@ def _tag_checkpoint_inputs(model: torch.nn.Module, tracker: StorageTracker) -> N
             return _function(fn, *args, **kwargs)
 
         module._gradient_checkpointing_func = wrapped
+
+
+# -- FSDP2 --------------------------------------------------------------------------------------------------
+
+def _check_process_group(setup: TrainingSetup) -> None:
+    import torch.distributed as dist
+
+    if setup.parallel == "single":
+        raise PlannerInputError("parallel", "distributed=True measures a DDP or FSDP step, not a single-device one.")
+    if not dist.is_initialized() or dist.get_world_size() != setup.gpus:
+        raise PlannerInputError("gpus", f"distributed=True needs the default process group initialised with "
+                                        f"world size {setup.gpus}.")
+
+
+@contextlib.contextmanager
+def _fake_process_group(world_size: int):
+    """A default process group of ``world_size`` ranks whose collectives only produce their outputs (this is
+    rank 0): what FSDP2 needs to shard and to run a step in one process. Destroyed on exit."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise PlannerInputError("parallel", "this process already has a default process group; the FSDP "
+                                            "simulation creates its own fake one: run it in another process, or "
+                                            "measure on the existing group with distributed=True.")
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _shard(base: torch.nn.Module, setup: TrainingSetup, tracker: StorageTracker) -> None:
+    """FSDP2 full shard of the meta model: each decoder layer, then the root (embedding, final norm, head).
+
+    bf16_mixed uses FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``: fp32 sharded
+    parameters (the master copy), gathered and computed on in bf16, gradients reduced in fp32 -- what the
+    analytic engine assumes (``activation_dtypes``: no autocast under FSDP). The other precisions gather
+    the parameters in their own dtype. ``reshard_after_forward`` keeps FSDP2's default: layers reshard
+    after their forward, the root does not.
+    """
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if setup.precision == "bf16_mixed" else MixedPrecisionPolicy())
+    for layer in base.model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(base, mesh=mesh, mp_policy=policy)
+    all_gather, reduce_scatter = _tagged_collectives(tracker)
+    for module in base.modules():
+        if hasattr(module, "set_custom_all_gather") and module._get_fsdp_state()._fsdp_param_group is not None:
+            module.set_custom_all_gather(all_gather)
+            module.set_custom_reduce_scatter(reduce_scatter)
+
+
+def _tagged_collectives(tracker: StorageTracker):
+    """FSDP2's default all-gather and reduce-scatter, with their flat buffers put in their category as they
+    are allocated: an all-gather's buffer holds gathered weights, a reduce-scatter's gradients."""
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
+
+    class AllGather(DefaultAllGather):
+        def allocate(self, size, *, dtype, device):
+            buffer = super().allocate(size, dtype=dtype, device=device)
+            tracker.tag([buffer], "weights")
+            return buffer
+
+        def __call__(self, *args, **kwargs):
+            with tracker.uncounted():  # the communication library's own buffers (see StorageTracker.uncounted)
+                return super().__call__(*args, **kwargs)
+
+    class ReduceScatter(DefaultReduceScatter):
+        def allocate(self, size, *, dtype, device):
+            buffer = super().allocate(size, dtype=dtype, device=device)
+            tracker.tag([buffer], "gradients")
+            return buffer
+
+        def __call__(self, *args, **kwargs):
+            with tracker.uncounted():
+                return super().__call__(*args, **kwargs)
+
+    return AllGather(), ReduceScatter()
+
+
+def _tag_fsdp_buffers(base: torch.nn.Module, tracker: StorageTracker) -> None:
+    """After the warm-up step: FSDP2 keeps each unsharded parameter's storage from step to step (empty while
+    resharded); it holds gathered weights, and the unsharded gradients autograd leaves on it are gradients."""
+    for module in base.modules():
+        group = module._get_fsdp_state()._fsdp_param_group if hasattr(module, "_get_fsdp_state") else None
+        for fsdp_param in group.fsdp_params if group is not None else ():
+            tracker.tag(fsdp_param.all_gather_outputs, "weights")
+            unsharded = getattr(fsdp_param, "_unsharded_param", None)
+            if unsharded is not None and unsharded.requires_grad:
+                unsharded.register_post_accumulate_grad_hook(lambda p: tracker.tag([p.grad], "gradients"))

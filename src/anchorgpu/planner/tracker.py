@@ -17,12 +17,20 @@ but allocated before it, is moved in the peak's breakdown too: a gradient
 or a saved activation is tagged a moment after the operator that makes it,
 and it counts in its role.
 
+A storage can also change size in place: FSDP2 keeps each unsharded
+parameter's storage across steps and frees it with
+``untyped_storage().resize_(0)`` after use, then grows it again before the
+next all-gather. That call goes to C++ without passing the dispatcher, so
+while a tracker is active ``UntypedStorage.resize_`` is wrapped and the
+change in size is counted as an allocation or a free of the difference.
+
 Requires torch (imported by the simulation only; the rest of the planner
 stays pure Python).
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import Any, Iterable
 
@@ -33,7 +41,9 @@ from torch.utils._pytree import tree_leaves
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries")
 
 _aten = torch.ops.aten
-# Copies of a weight (autocast's bf16 cast) count as weights.
+# Copies of a weight (autocast's bf16 cast) count as weights, copies of a gradient (FSDP's fp32 copy of a
+# bf16 gradient for the reduction) as gradients.
+_COPIED_ROLES = ("weights", "gradients")
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _COPY_OPS = {_aten._to_copy.default, _aten.clone.default}
 
@@ -54,6 +64,15 @@ class StorageTracker(TorchDispatchMode):
         self._seq = 0
         self._peak_seq = -1
         self.phase_peaks: dict[str, int] = {}  # label -> highest live bytes seen under it
+        self._uncounted = 0
+
+    def __enter__(self):
+        _watch_resizes(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _unwatch_resizes(self)
+        return super().__exit__(*exc)
 
     # -- counting ---------------------------------------------------------------------------------
 
@@ -61,11 +80,13 @@ class StorageTracker(TorchDispatchMode):
         if func is _aten._local_scalar_dense.default and _is_fake(args[0]):
             return _fake_scalar(args[0])
         out = func(*args, **(kwargs or {}))
+        if self._uncounted:
+            return out
         category = None
         if func in _COPY_OPS and args and isinstance(args[0], torch.Tensor):
             source = self._live.get(_key(args[0]))
-            if source is not None and source[1] == "weights":
-                category = "weights"
+            if source is not None and source[1] in _COPIED_ROLES:
+                category = source[1]
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor):
                 self._add(leaf, category)
@@ -86,8 +107,21 @@ class StorageTracker(TorchDispatchMode):
         self._seq += 1
         self._live[key] = [nbytes, category, self._seq, category]
         weakref.finalize(storage, self._free, key)
+        self._grow(category, nbytes)
+
+    def _resized(self, storage) -> None:
+        entry = self._live.get(storage._cdata)
+        if entry is None:  # not created under this tracker
+            return
+        change = storage.nbytes() - entry[0]
+        entry[0] += change
+        self._grow(entry[1], change)
+
+    def _grow(self, category: str, nbytes: int) -> None:
         self.totals[category] += nbytes
         self.current += nbytes
+        if nbytes < 0:  # a storage shrunk: no new peak
+            return
         if self.current > self.phase_peaks.get(self.label, 0):
             self.phase_peaks[self.label] = self.current
         if self.current > self.peak:
@@ -101,6 +135,19 @@ class StorageTracker(TorchDispatchMode):
         if entry is not None:
             self.current -= entry[0]
             self.totals[entry[1]] -= entry[0]
+
+    @contextlib.contextmanager
+    def uncounted(self):
+        """Storages that first appear inside this block are not counted.
+
+        For a collective's own buffers: gloo's reduce-scatter copies its whole input in C++ (unseen) and
+        then splits the copy (seen, as a storage never counted before). On a GPU such buffers are NCCL's,
+        outside PyTorch's allocator (the reserve's "NCCL buffers"), and the fake process group makes none."""
+        self._uncounted += 1
+        try:
+            yield
+        finally:
+            self._uncounted -= 1
 
     def watch(self, tensors: Iterable[Any], category: str | None = None) -> None:
         """Counts tensors that existed before the tracker was active (no-op for those already counted)."""
@@ -152,6 +199,31 @@ class StorageTracker(TorchDispatchMode):
         assert self.current == sum(e[0] for e in self._live.values())
         assert sum(self.totals.values()) == self.current
         assert sum(self.peak_totals.values()) == self.peak
+
+
+_RESIZE_WATCHERS: list[StorageTracker] = []
+_C_RESIZE = torch._C.StorageBase.resize_
+
+
+def _tracked_resize(storage, size):
+    result = _C_RESIZE(storage, size)
+    for tracker in _RESIZE_WATCHERS:
+        tracker._resized(storage)
+    return result
+
+
+def _watch_resizes(tracker: StorageTracker) -> None:
+    """While a tracker is active, in-place storage resizes (FSDP2's free and re-allocation) are counted."""
+    if not _RESIZE_WATCHERS:
+        torch.UntypedStorage.resize_ = _tracked_resize
+    _RESIZE_WATCHERS.append(tracker)
+
+
+def _unwatch_resizes(tracker: StorageTracker) -> None:
+    if tracker in _RESIZE_WATCHERS:
+        _RESIZE_WATCHERS.remove(tracker)
+    if not _RESIZE_WATCHERS and "resize_" in vars(torch.UntypedStorage):
+        del torch.UntypedStorage.resize_  # back to the C method
 
 
 def _inner(tensor: torch.Tensor) -> list[torch.Tensor] | None:
