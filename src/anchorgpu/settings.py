@@ -10,7 +10,7 @@ ANCHORGPU_SITE_URL                       the shop's public address, for links in
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
-ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (600)
+ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
 """
@@ -204,7 +204,7 @@ ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_D
 # Quotes to the demo's public test-vector deposit keys (anyone can spend from them): refused unless allowed.
 ANCHORGPU_ALLOW_TEST_KEYS = _flag("ANCHORGPU_ALLOW_TEST_KEYS", default=DEBUG)
 # Planner simulations (background jobs, run by the worker and by `anchorgpu serve`).
-ANCHORGPU_SIMULATION_TIMEOUT = _whole("ANCHORGPU_SIMULATION_TIMEOUT", 600, minimum=10)
+ANCHORGPU_SIMULATION_TIMEOUT = _whole("ANCHORGPU_SIMULATION_TIMEOUT", 1800, minimum=10)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT = _whole("ANCHORGPU_SIMULATION_QUEUE_LIMIT", 20)
 ANCHORGPU_SIMULATION_PER_REQUESTER = _whole("ANCHORGPU_SIMULATION_PER_REQUESTER", 2)
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

@@ -84,3 +84,14 @@ def test_progress_lines_become_the_jobs_progress(monkeypatch):
     assert runner.run_next("test-runner") == State.FAILED
     assert "measured step" in seen
     assert SimulationJob.objects.get(pk=job.pk).error == "stop here"
+
+
+def test_an_fsdp_job_simulates_one_step_per_card_count():
+    job = queue(setup={"method": "full", "seq_len": 32, "precision": "fp32", "parallel": "fsdp", "gpus": 2})
+    assert runner.run_next("test-runner") == State.DONE
+    steps = MeasuredSteps.from_json(SimulationJob.objects.get(pk=job.pk).result)
+    assert set(steps.measurements) == {("single", 1), ("fsdp", 2), ("fsdp", 4)}
+    spec = preset_spec("tiny-llama")
+    setup = setup_from_mapping(job.setup).validate(spec)
+    two, four = steps(spec, setup), steps(spec, setup.replace(gpus=4))
+    assert four.weights < two.weights  # more cards, smaller shards
