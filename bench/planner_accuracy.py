@@ -35,6 +35,7 @@ import argparse
 import multiprocessing as mp
 import os
 import queue as queue_module
+import re
 import resource
 import socket
 import statistics
@@ -225,7 +226,22 @@ def _accelerate_model_size(spec) -> int:
 # -- real runs in fresh processes ----------------------------------------------------------------------------
 
 def _max_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+    """The process's peak resident set since the last ``_reset_peak_rss`` (Linux's VmHWM)."""
+    try:
+        with open("/proc/self/status") as handle:
+            return int(re.search(r"VmHWM:\s+(\d+)", handle.read()).group(1)) * 1024
+    except (OSError, AttributeError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux; never reset
+
+
+def _reset_peak_rss() -> None:
+    """Starts a new high-water mark (Linux: writing 5 to clear_refs), so that a rank process that measures one
+    configuration after another reports each one's own growth, not 0 after a larger one."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
 
 
 def _warm_up(model: str, setup: TrainingSetup) -> None:
@@ -262,6 +278,7 @@ def distributed_rank(rank: int, world: int, port: int, configs: list[Config], qu
         try:
             setup = config.setup()
             _warm_up(config.model, setup)
+            _reset_peak_rss()
             before = _max_rss()
             measured = measure_step(shape(config.model), setup, fake=False, distributed=True)
             queue.put((rank, index, (measured.peak, measured.phase), _max_rss() - before, None))
