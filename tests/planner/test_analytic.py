@@ -137,7 +137,7 @@ def test_reserve_is_an_explicit_allowance():
     result = estimate(LLAMA_1B, setup, reserve=Reserve(cuda_context=GiB, library_workspaces=0, fragmentation=0.1))
     assert result.reserve == pytest.approx(GiB + 0.1 * base.live, abs=2)
     assert any("allowance" in note for note in result.notes)
-    assert any("not yet calibrated" in note for note in result.notes)
+    assert any("held to the simulation" in note for note in result.notes)
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-gemma2", "mistral-7b-v0.3", "qwen2.5-72b"])
