@@ -6,8 +6,14 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/anchorgpu
+# anvil, the local Ethereum node of the chain-watcher tests, from npm into the git-ignored .tools/
+# (another machine may set ANVIL_PACKAGE to its platform's @foundry-rs/anvil-* package).
+TOOLS := .tools
+ANVIL_VERSION := 1.7.1
+ANVIL_PACKAGE ?= @foundry-rs/anvil-linux-amd64
+ANVIL_STAMP := $(TOOLS)/.installed-anvil-$(ANVIL_VERSION)
 
-.PHONY: serve test test-sqlite test-postgres bench clean catalogs
+.PHONY: serve test test-sqlite test-postgres bench clean catalogs anvil
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +31,13 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,ml]'
 	touch $@
 
+# --save-exact keeps the pin in .tools/package.json, so a later npm install there (build.sh's solc) keeps it too.
+$(ANVIL_STAMP):
+	npm install --prefix $(TOOLS) --save-exact --no-audit --no-fund $(ANVIL_PACKAGE)@$(ANVIL_VERSION)
+	touch $@
+
+anvil: $(ANVIL_STAMP)
+
 # The translation catalogs, compiled from the committed .po files.
 catalogs: $(VENV)/.installed
 	$(BIN)/anchorgpu compilecatalogs
@@ -32,12 +45,12 @@ catalogs: $(VENV)/.installed
 serve: $(VENV)/.installed catalogs
 	$(BIN)/anchorgpu serve
 
-test: test-sqlite test-postgres
+test: anvil test-sqlite test-postgres
 
-test-sqlite: $(VENV)/.installed-test catalogs
+test-sqlite: $(VENV)/.installed-test catalogs anvil
 	$(BIN)/pytest
 
-test-postgres: $(VENV)/.installed-test catalogs
+test-postgres: $(VENV)/.installed-test catalogs anvil
 	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
 
 bench: $(VENV)/.installed-test
@@ -45,4 +58,4 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/orders.py
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var $(TOOLS)

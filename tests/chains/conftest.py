@@ -1,0 +1,62 @@
+"""EVM chain fixtures: anvil (one node per session, a snapshot per test) and eth-tester (fresh per test).
+
+None of them touch the database. Helpers to deploy the test token, mint, transfer and mine
+are in ``tests.chains.evm_support``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from web3 import Web3
+from web3.providers.eth_tester import EthereumTesterProvider
+
+from tests.chains import evm_support
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def anvil_url():
+    """The URL of an anvil node on 127.0.0.1 (chain id 31337, automine), running for the whole session.
+
+    A missing binary skips the test with the install command -- except under CI, where it fails.
+    """
+    try:
+        binary = evm_support.find_anvil()
+    except evm_support.AnvilMissing as exc:
+        if _under_ci():
+            pytest.fail(f"{exc}. Under CI the anvil tests must run, not skip.", pytrace=False)
+        pytest.skip(str(exc))
+    node = evm_support.AnvilNode(binary)
+    node.start()
+    try:
+        yield node.url
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def anvil_w3(anvil_url):
+    """web3 on the session's anvil node; whatever the test mines is reverted afterwards."""
+    w3 = evm_support.anvil_web3(anvil_url)
+    snap = evm_support.snapshot(w3)
+    try:
+        yield w3
+    finally:
+        evm_support.revert(w3, snap)
+
+
+@pytest.fixture
+def tester_w3():
+    """web3 on a fresh in-process eth-tester chain."""
+    return Web3(EthereumTesterProvider())
+
+
+@pytest.fixture(params=["anvil", "eth-tester"])
+def evm_w3(request):
+    """Runs the test once on anvil and once on eth-tester."""
+    return request.getfixturevalue("anvil_w3" if request.param == "anvil" else "tester_w3")
