@@ -13,6 +13,8 @@ PURE_MODULES = [
     "anchorgpu.planner.model_spec", "anchorgpu.planner.presets", "anchorgpu.planner.setup", "anchorgpu.planner.params",
     "anchorgpu.planner.activations", "anchorgpu.planner.analytic", "anchorgpu.planner.recommend",
     "anchorgpu.planner.measured", "anchorgpu.simulations.child",
+    "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
+    "anchorgpu.chains.http", "anchorgpu.chains.esplora",
 ]
 
 
