@@ -13,6 +13,12 @@ ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails 
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
+ANCHORGPU_WATCH_URL_<CODE>               node/explorer URL for one asset (code upper-cased, "-" as "_"); overrides the admin
+ANCHORGPU_WATCH_TIMEOUT                  seconds one chain read may take in the worker (10)
+ANCHORGPU_WATCH_CLAIM_TIMEOUT            seconds checking a pasted hash may take during "I've paid" (5)
+ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while catching up (500)
+ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of an asset starts at (100)
+ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
 """
 
 from __future__ import annotations
@@ -207,5 +213,11 @@ ANCHORGPU_ALLOW_TEST_KEYS = _flag("ANCHORGPU_ALLOW_TEST_KEYS", default=DEBUG)
 ANCHORGPU_SIMULATION_TIMEOUT = _whole("ANCHORGPU_SIMULATION_TIMEOUT", 1800, minimum=10)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT = _whole("ANCHORGPU_SIMULATION_QUEUE_LIMIT", 20)
 ANCHORGPU_SIMULATION_PER_REQUESTER = _whole("ANCHORGPU_SIMULATION_PER_REQUESTER", 2)
+# Chain watchers (the worker polls; "I've paid" checks a pasted hash at once).
+ANCHORGPU_WATCH_TIMEOUT = _whole("ANCHORGPU_WATCH_TIMEOUT", 10)
+ANCHORGPU_WATCH_CLAIM_TIMEOUT = _whole("ANCHORGPU_WATCH_CLAIM_TIMEOUT", 5)
+ANCHORGPU_WATCH_MAX_BLOCKS = _whole("ANCHORGPU_WATCH_MAX_BLOCKS", 500)
+ANCHORGPU_WATCH_LOOKBACK = _whole("ANCHORGPU_WATCH_LOOKBACK", 100, minimum=0)
+ANCHORGPU_WATCH_STALL_SECONDS = _whole("ANCHORGPU_WATCH_STALL_SECONDS", 600, minimum=30)
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

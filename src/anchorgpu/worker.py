@@ -22,12 +22,17 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
+    from anchorgpu.payments.claim_check import claims_recheck_due
+    from anchorgpu.payments.watch import watch_poll_all
     from anchorgpu.simulations.services import jobs_purge_old, jobs_requeue_stale
 
+    # Transfers are found first, so a payment that arrived in time is counted before its quote is expired.
     # Expired quotes free their cards before anything else reads availability;
     # ended terms are released and wiped before the next term on the same
     # cards is provisioned.
     return [
+        ("chains_poll", lambda: watch_poll_all()),
+        ("claims_recheck_due", lambda: claims_recheck_due()),
         ("orders_expire_due", lambda: orders_expire_due()),
         ("hold_expire_due", lambda: hold_expire_due()),
         ("terms_end_due", lambda: terms_end_due()),

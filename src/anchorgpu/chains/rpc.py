@@ -12,6 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Sequence
 
+import requests
 from web3 import HTTPProvider, Web3
 
 from .base import ChainUnavailable, redact, secrets_of
@@ -52,7 +53,7 @@ class Rpc:
         try:
             return self.w3.manager.request_blocking(method, params)
         except Exception as exc:  # the transport, the node's error object, or undecodable bytes
-            raise self.fail(f"{method} failed: {_short(exc)}") from None
+            raise self.fail(f"{method} failed: {_problem(exc)}") from None
 
     def many(self, requests: Sequence[tuple[str, list]]) -> list[Any]:
         """Results in order. HTTP nodes get JSON-RPC batches of ``batch_size``;
@@ -69,7 +70,7 @@ class Rpc:
             try:
                 responses = self.w3.provider.make_batch_request(chunk)
             except Exception as exc:
-                raise self.fail(f"batch of {len(chunk)} failed: {_short(exc)}") from None
+                raise self.fail(f"batch of {len(chunk)} failed: {_problem(exc)}") from None
             if not isinstance(responses, list):
                 error = responses.get("error") if isinstance(responses, dict) else responses
                 raise self.fail(f"the node refused a batch of {len(chunk)}: {_short(error)}")
@@ -86,6 +87,19 @@ class Rpc:
 def _describe(w3: Web3) -> str:
     uri = getattr(w3.provider, "endpoint_uri", None)
     return redact(str(uri)) if uri else type(w3.provider).__name__
+
+
+def _problem(exc: Exception) -> str:
+    """A transport failure in a few words (requests' own texts run to several lines of repr)."""
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "no answer in time"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return "connection refused" if "refused" in str(exc).lower() else "connection failed"
+    if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code} {exc.response.reason or ''}".rstrip()
+    if isinstance(exc, (ValueError, TypeError)) and "JSON" in str(exc) or "decode" in str(exc).lower():
+        return "the answer is not JSON-RPC"
+    return _short(exc)
 
 
 def _short(value: Any) -> str:

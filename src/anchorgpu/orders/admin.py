@@ -58,6 +58,7 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
             "tools": [(t.label, reverse(self.tool_url_name(t.name), args=[order.pk])) for t in tools],
             "may_operate": self.may_operate(request),
             "transfers": order.transfers.all(),
+            "claim_checks": order.claim_checks.all(),
             "refunds": order.refunds.all(),
             "ssh_keys": order.ssh_keys.all(),
             "steps": order.steps.all(),

@@ -5,10 +5,12 @@ written only by the payment services, from the order's admin page."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -16,13 +18,30 @@ from anchorgpu.admin_base import ReadOnlyModelAdmin
 from anchorgpu.audit.services import audit_record
 
 from .addresses import AddressError, check_account_key
-from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, Transfer
+from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, Transfer, WatchState
+from .watch_config import check_url
+from .watch_status import watch_rows
 
 # --- assets ------------------------------------------------------------------
 
 # What a quote's amount and a transfer's identity mean depends on these; once
 # an asset has been quoted they stay as they are (add a new asset instead).
 _ASSET_IDENTITY = ("code", "network", "scheme", "chain_id", "decimals", "contract")
+
+
+class AssetForm(forms.ModelForm):
+    class Meta:
+        model = Asset
+        fields = "__all__"
+
+    def clean_watch_url(self):
+        url = (self.cleaned_data.get("watch_url") or "").strip()
+        problem = check_url(url) if url else None
+        if problem == "scheme":
+            raise ValidationError(_("The URL must start with http:// or https://."))
+        if problem == "spaces":
+            raise ValidationError(_("The URL must not contain spaces."))
+        return url
 
 
 @admin.register(Asset)
@@ -33,7 +52,22 @@ class AssetAdmin(admin.ModelAdmin):
     list_filter = ("is_active", "scheme", "network")
     search_fields = ("code", "symbol", "name", "contract")
     fields = ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id", "decimals", "contract",
-              "confirmations_required", "tolerance_bps", "position", "is_active")
+              "confirmations_required", "tolerance_bps", "watch_url", "position", "is_active")
+    form = AssetForm
+    change_list_template = "admin/payments/asset/change_list.html"
+
+    def get_urls(self):
+        return [path("watch/", self.admin_site.admin_view(self.watch_view), name="payments_asset_watch"),
+                *super().get_urls()]
+
+    def watch_view(self, request):
+        """The chain watchers' status: per asset, the last block seen, the lag, the errors."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
+                   "title": _("Chain watchers"), "rows": watch_rows(), "now": timezone.now(),
+                   "stall_seconds": settings.ANCHORGPU_WATCH_STALL_SECONDS}
+        return TemplateResponse(request, "admin/payments/asset/watch_status.html", context)
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and Quote.objects.filter(asset=obj).exists():
@@ -233,3 +267,25 @@ class RefundAdmin(ReadOnlyModelAdmin):
     search_help_text = _("Search by transaction id, order reference or refund address.")
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
+
+
+@admin.register(WatchState)
+class WatchStateAdmin(admin.ModelAdmin):
+    """Written by the watcher; an operator may only move where the next scan starts (to scan blocks again)."""
+
+    list_display = ("asset", "tip", "next_block", "last_success_at", "errors_in_row", "watched")
+    fields = ("asset", "next_block", "tip", "tip_hash", "tip_time", "last_poll_at", "last_success_at", "last_error",
+              "last_error_at", "errors_in_row", "watched", "found", "calls", "round_trips", "duration_ms")
+    readonly_fields = tuple(f for f in fields if f != "next_block")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="watch_rescan", obj=obj.asset,
+                         data={"next_block": obj.next_block})

@@ -24,11 +24,17 @@ class Asset(models.Model):
     network = models.CharField(_("network"), max_length=40, help_text=_("e.g. bitcoin, ethereum, sepolia."))
     network_name = models.CharField(_("network name"), max_length=80)
     scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES)
-    chain_id = models.PositiveIntegerField(_("EVM chain id"), null=True, blank=True)
+    chain_id = models.PositiveBigIntegerField(_("EVM chain id"), null=True, blank=True)
     decimals = models.PositiveSmallIntegerField(_("decimal places"), validators=[MaxValueValidator(30)])
     contract = models.CharField(_("token contract"), max_length=42, blank=True,
                                 help_text=_("ERC-20 contract address; empty for the network's own coin."))
     confirmations_required = models.PositiveSmallIntegerField(_("confirmations required"), default=1)
+    watch_url = models.CharField(
+        _("node or explorer URL"), max_length=300, blank=True,
+        help_text=_("JSON-RPC URL of a node (EVM assets) or base URL of an Esplora-compatible explorer API (Bitcoin), "
+                    "for automatic payment checks. Empty: an operator checks payments by hand. The environment "
+                    "variable ANCHORGPU_WATCH_URL_{CODE} overrides it, so a URL with an API key can stay out of "
+                    "the database."))
     tolerance_bps = models.PositiveSmallIntegerField(
         _("tolerance (basis points)"), default=0, validators=[MaxValueValidator(500)],
         help_text=_("How far short of the quote a payment may be and still count as paid; 100 = 1 %."))
@@ -152,6 +158,10 @@ class Quote(models.Model):
     address_index = models.PositiveIntegerField(_("address index"))
     address = models.CharField(_("deposit address"), max_length=100, unique=True)
     expires_at = models.DateTimeField(_("expires"))
+    unattributed = BaseUnitsField(
+        _("coin at the address not matched to a transfer"), default=0,
+        help_text=_("Set by the watcher when the address holds more of the network's coin than the transfers it "
+                    "found (e.g. sent by a contract): an operator finds the transaction and records it."))
     monitor_until = models.DateTimeField(_("watched until"))
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
@@ -208,6 +218,13 @@ class Transfer(models.Model):
     source = models.CharField(_("source"), max_length=16, choices=Source.choices)
     recorded_by = models.CharField(_("recorded by"), max_length=150)
     note = models.TextField(_("note"), blank=True)
+    block_number = models.PositiveBigIntegerField(_("block height"), null=True, blank=True)
+    block_hash = models.CharField(_("block hash"), max_length=80, blank=True,
+                                  help_text=_("The block the watcher saw it in; if that block is replaced, the "
+                                              "transfer is withdrawn until it is mined again."))
+    withdrawn_at = models.DateTimeField(_("withdrawn"), null=True, blank=True,
+                                        help_text=_("Set when its block was replaced before it had all its "
+                                                    "confirmations: it no longer counts."))
     created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
 
     class Meta:
@@ -215,6 +232,7 @@ class Transfer(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["chain", "txid", "index"], name="transfer_credits_once"),
         ]
+        indexes = [models.Index(fields=["asset", "withdrawn_at", "confirmations"], name="transfer_not_final")]
         verbose_name = _("received transfer")
         verbose_name_plural = _("received transfers")
 
@@ -253,3 +271,84 @@ class Refund(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order} · {self.fiat_amount} {self.currency}"
+
+
+class WatchState(models.Model):
+    """Where the chain watcher stands for one asset: the operators' status page reads it."""
+
+    asset = models.OneToOneField(Asset, on_delete=models.CASCADE, related_name="watch_state")
+    next_block = models.PositiveBigIntegerField(
+        _("next block to scan"), null=True, blank=True,
+        help_text=_("Lower it to scan earlier blocks again; empty: start near the chain tip."))
+    tip = models.PositiveBigIntegerField(_("last block seen"), null=True, blank=True)
+    tip_hash = models.CharField(_("its hash"), max_length=80, blank=True)
+    tip_time = models.DateTimeField(_("its time"), null=True, blank=True)
+    last_poll_at = models.DateTimeField(_("last poll"), null=True, blank=True)
+    last_success_at = models.DateTimeField(_("last successful poll"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True)
+    last_error_at = models.DateTimeField(_("last error at"), null=True, blank=True)
+    errors_in_row = models.PositiveIntegerField(_("failed polls in a row"), default=0)
+    watched = models.PositiveIntegerField(_("addresses watched"), default=0)
+    found = models.PositiveIntegerField(_("transfers found in the last poll"), default=0)
+    calls = models.PositiveIntegerField(_("calls in the last poll"), default=0)
+    round_trips = models.PositiveIntegerField(_("round trips in the last poll"), default=0)
+    duration_ms = models.PositiveIntegerField(_("last poll took (ms)"), default=0)
+
+    class Meta:
+        verbose_name = _("chain watcher status")
+        verbose_name_plural = _("chain watcher status")
+
+    def __str__(self) -> str:
+        return str(self.asset)
+
+    @property
+    def lag_blocks(self) -> int | None:
+        """Blocks at the tip not yet scanned."""
+        if self.tip is None or self.next_block is None:
+            return None
+        return max(0, self.tip + 1 - self.next_block)
+
+
+class ClaimCheck(models.Model):
+    """What checking the transaction id a customer gave with "I've paid" found (latest per order and id)."""
+
+    class Outcome(models.TextChoices):
+        FOUND = "found", _("found")
+        PENDING = "pending", _("waiting to be mined")
+        NOT_FOUND = "not_found", _("unknown on this network")
+        WRONG_NETWORK = "wrong_network", _("on another network")
+        OTHER_ADDRESS = "other_address", _("pays another address")
+        WRONG_ASSET = "wrong_asset", _("another coin or token")
+        FAILED = "failed", _("failed on chain")
+        BAD_DATA = "bad_data", _("data does not match its id")
+        ALREADY_CREDITED = "already_credited", _("already credited to another order")
+        UNAVAILABLE = "unavailable", _("could not be checked yet")
+        NOT_WATCHED = "not_watched", _("checked by an operator")
+
+    # Outcomes that a later look cannot change: the poll stops re-checking them.
+    FINAL = frozenset({Outcome.WRONG_NETWORK, Outcome.OTHER_ADDRESS, Outcome.WRONG_ASSET, Outcome.FAILED,
+                       Outcome.ALREADY_CREDITED})
+
+    order = models.ForeignKey("orders.Order", on_delete=models.CASCADE, related_name="claim_checks")
+    txid = models.CharField(_("transaction id"), max_length=80)
+    outcome = models.CharField(_("outcome"), max_length=20, choices=Outcome.choices)
+    confirmations = models.PositiveIntegerField(_("confirmations"), default=0)
+    required = models.PositiveIntegerField(_("confirmations required"), default=0)
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
+    checks = models.PositiveIntegerField(_("times checked"), default=1)
+    checked_at = models.DateTimeField(_("checked"))
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["order", "txid"], name="claim_check_once_per_txid")]
+        verbose_name = _("claim check")
+        verbose_name_plural = _("claim checks")
+
+    def __str__(self) -> str:
+        return f"{self.txid[:14]}… {self.outcome}"
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to learn: a final refusal, or found with all its confirmations."""
+        return self.outcome in self.FINAL or (self.outcome == self.Outcome.FOUND
+                                              and self.confirmations >= self.required)

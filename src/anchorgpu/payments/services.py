@@ -43,7 +43,8 @@ SEEN_AT_SLACK = timedelta(hours=2)
 
 def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | None = None) -> Order:
     """ "I've paid": the customer says a transfer is on its way. The hash, when
-    given, is only a hint for the operator (or the watcher) to check."""
+    given, is only a hint for the operator (or the watcher) to check; while the
+    claim stands, a later call may add the hash or replace a wrong one."""
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
@@ -54,10 +55,12 @@ def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | N
                 normalised = normalise_txid(txid, chain=quote.asset.chain)
             except TxIdError as exc:
                 raise InvalidOrder(message(exc), code="bad_txid") from None
-        if locked.order_state is S.PAYMENT_CLAIMED and normalised and not locked.claimed_txid:
-            locked.claimed_txid = normalised  # adding the hash to an earlier claim
-            locked.save(update_fields=["claimed_txid", "updated_at"])
-            audit_record(actor=actor, action="payment_claim_txid", obj=locked, data={"txid": normalised})
+        if locked.order_state is S.PAYMENT_CLAIMED and normalised:
+            if normalised != locked.claimed_txid:  # adding the hash to an earlier claim, or correcting it
+                previous, locked.claimed_txid = locked.claimed_txid, normalised
+                locked.save(update_fields=["claimed_txid", "updated_at"])
+                audit_record(actor=actor, action="payment_claim_txid", obj=locked,
+                             data={"txid": normalised, "previous": previous})
             return locked
         if locked.order_state is not S.AWAITING_PAYMENT:
             raise NotAllowedNow(_("This order is %(state)s; “I've paid” is for an order awaiting payment.")
@@ -115,7 +118,7 @@ def _terms(order: Order) -> evaluation.Terms:
 
 def _transfers(order: Order) -> list[evaluation.Transfer]:
     return [evaluation.Transfer(key=(t.chain, t.txid, t.index), amount=t.amount, confirmations=t.confirmations,
-                                seen_at=t.seen_at) for t in order.transfers.all()]
+                                seen_at=t.seen_at) for t in order.transfers.filter(withdrawn_at__isnull=True)]
 
 
 def payment_status(order: Order) -> evaluation.Evaluation:
@@ -214,7 +217,8 @@ def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bo
                  reason="the cards for this term were taken after the hold expired; the payment is to be refunded")
 
 
-def _apply(order: Order, *, actor: str, now: datetime) -> evaluation.Evaluation:
+def payment_apply(order: Order, *, actor: str, now: datetime) -> evaluation.Evaluation:
+    """Evaluate the order's transfers and move it accordingly; the caller holds the order's lock."""
     ev = payment_status(order)
     state = order.order_state
     waiting = state in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
@@ -233,7 +237,7 @@ def _apply(order: Order, *, actor: str, now: datetime) -> evaluation.Evaluation:
     if ev.status is evaluation.PaymentStatus.PENDING and order.order_state in (S.AWAITING_PAYMENT,
                                                                               S.PAYMENT_CLAIMED):
         quote = order.quote
-        if any(t.seen_at < quote.expires_at for t in order.transfers.all()):
+        if any(t.seen_at < quote.expires_at for t in order.transfers.filter(withdrawn_at__isnull=True)):
             # Paid in time, still confirming: the cards must not go to someone else meanwhile.
             hold = timedelta(hours=PaymentSettings.current().pending_hold_hours)
             _keep_hold(order, until=min(now + hold, quote.monitor_until), actor=actor, now=now,
@@ -290,7 +294,7 @@ def transfer_record(*, order: Order, transfer: TransferInput, actor: str, source
                      data={"txid": txid, "index": transfer.index, "amount": str(transfer.amount),
                            "confirmations": transfer.confirmations, "seen_at": transfer.seen_at.isoformat(),
                            "source": source})
-        _apply(locked, actor=actor, now=now)
+        payment_apply(locked, actor=actor, now=now)
     return row
 
 
@@ -307,7 +311,7 @@ def transfer_confirmations_update(*, transfer: Transfer, confirmations: int, act
         row.save(update_fields=["confirmations"])
         audit_record(actor=actor, action="transfer_confirmations", obj=locked,
                      data={"transfer": str(row), "confirmations": confirmations})
-        _apply(locked, actor=actor, now=now)
+        payment_apply(locked, actor=actor, now=now)
     return row
 
 

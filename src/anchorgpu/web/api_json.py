@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from anchorgpu.orders.lines import line_label
 from anchorgpu.orders.models import Order
+from anchorgpu.payments.claim_check import describe, latest_claim_check
 from anchorgpu.payments.services import payment_status
 
 
@@ -92,6 +93,14 @@ def _quote_json(quote) -> dict:
     }
 
 
+def _claim_check_json(order: Order, quote) -> dict | None:
+    check = latest_claim_check(order)
+    if check is None or quote is None:
+        return None
+    return {"txid": check.txid, "outcome": check.outcome, "confirmations": check.confirmations,
+            "required": check.required, "message": describe(check, quote.asset), "checked_at": iso(check.checked_at)}
+
+
 def order_json(order: Order) -> dict:
     quote = getattr(order, "quote", None)
     evaluation = payment_status(order) if quote else None
@@ -111,6 +120,7 @@ def order_json(order: Order) -> dict:
                     "shortfall": str(evaluation.shortfall)} if evaluation else None,
         "claimed_txid": order.claimed_txid or None,
         "claimed_at": iso(order.claimed_at),
+        "claim_check": _claim_check_json(order, quote),
         "paid_at": iso(order.paid_at),
         "access": {"host": order.access_host, "port": order.access_port, "user": order.access_user}
         if active else None,

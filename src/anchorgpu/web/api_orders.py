@@ -23,6 +23,7 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.orders.errors import InvalidOrder, OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel, order_place
+from anchorgpu.payments.claim_check import claim_check_after_claim
 from anchorgpu.payments.services import payment_claim
 
 from . import api_body
@@ -217,6 +218,9 @@ def order_paid(request, reference: str):
         return form_error(form)
     payment_claim(order=order, actor=request.api_user.get_username(), txid=form.cleaned_data["txid"])
     order.refresh_from_db()
+    if order.claimed_txid:
+        claim_check_after_claim(order)
+        order.refresh_from_db()
     return JsonResponse(order_json(order))
 
 

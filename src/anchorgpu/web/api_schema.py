@@ -12,6 +12,7 @@ from anchorgpu.catalog.models import Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.orders.states import OrderState
 from anchorgpu.payments.evaluation import PaymentStatus
+from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.selectors import assets_accepted
 
 from .api_body import MAX_LIST_ITEMS
@@ -88,6 +89,10 @@ def _schemas() -> dict:
         "monitor_until": _TIME, "confirmations_required": {"type": "integer"}})
     payment = _obj({"status": {"type": "string", "enum": [s.value for s in PaymentStatus]},
                     "received": _UNITS, "unconfirmed": _UNITS, "shortfall": _UNITS})
+    claim_check = _obj({"txid": _str(), "outcome": {"type": "string", "enum": [o.value for o in ClaimCheck.Outcome]},
+                        "confirmations": {"type": "integer"}, "required": {"type": "integer"},
+                        "message": _str(description="For people, in the request's language."),
+                        "checked_at": _TIME})
     access = _obj({"host": _str(), "port": {"type": "integer"}, "user": _str()})
     order = _obj({**summary, "cards": {"type": "integer"}, "start_asap": {"type": "boolean"},
                   "environment": _SLUG, "options": {"type": "array", "items": _str()},
@@ -95,6 +100,8 @@ def _schemas() -> dict:
                   "quote": {"oneOf": [_ref("PaymentQuote"), {"type": "null"}]},
                   "payment": {"oneOf": [_ref("Payment"), {"type": "null"}]},
                   "claimed_txid": _null(_str()), "claimed_at": _null(_TIME), "paid_at": _null(_TIME),
+                  "claim_check": {"oneOf": [_ref("ClaimCheck"), {"type": "null"}],
+                                  "description": "What checking the claimed transaction id on chain found."},
                   "access": {"oneOf": [_ref("Access"), {"type": "null"}],
                              "description": "How to log in, once the order is active."},
                   "invoice": {"oneOf": [_obj({"number": _str()}), {"type": "null"}]}})
@@ -128,6 +135,7 @@ def _schemas() -> dict:
         ["product", "quantity", "term", "environment", "name", "email", "country", "ssh_keys", "asset", "accept"])
     return {
         "Error": error, "PriceLine": line, "Links": links, "PaymentQuote": quote, "Payment": payment,
+        "ClaimCheck": claim_check,
         "Access": access, "Order": order, "OrderSummary": _obj(summary),
         "OrderList": _obj({"orders": {"type": "array", "items": _ref("OrderSummary")}}),
         "Offer": _obj(offer), "OfferDetail": _obj({**offer, "environment": _null(_str()),

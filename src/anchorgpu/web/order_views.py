@@ -21,6 +21,8 @@ from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel, order_place
+from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
+from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
 from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
 
@@ -104,9 +106,15 @@ def order_list(request):
     return render(request, "web/orders.html", {"orders": orders})
 
 
+# Outcomes of a hash check that are not a refusal: found, waiting, or not checked by machine.
+_CLAIM_HOPEFUL = (ClaimCheck.Outcome.FOUND, ClaimCheck.Outcome.PENDING, ClaimCheck.Outcome.UNAVAILABLE,
+                  ClaimCheck.Outcome.NOT_WATCHED)
+
+
 def _detail_context(request, order: Order, **extra) -> dict:
     quote = getattr(order, "quote", None)
     evaluation = payment_status(order) if quote else None
+    claim_check = latest_claim_check(order) if quote else None
     pay_uri, pay_amount = "", ""
     if quote:  # an underpaid order asks only for what is missing
         units = evaluation.shortfall if order.state == "underpaid" and evaluation.shortfall else quote.amount
@@ -132,6 +140,9 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "invoice": getattr(order, "invoice", None),
         "simulated": "simulated" in (order.provisioner or getattr(settings, "ANCHORGPU_PROVISIONER", "")).lower(),
         "claim_form": order_forms.ClaimForm(chain=quote.asset.chain if quote else "btc"),
+        "claim_check": claim_check,
+        "claim_refused": claim_check is not None and claim_check.outcome not in _CLAIM_HOPEFUL,
+        "claim_text": describe(claim_check, quote.asset) if claim_check else "",
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
     }
     context.update(extra)
@@ -159,14 +170,16 @@ def order_claim_payment(request, reference: str):
     form = order_forms.ClaimForm(request.POST, chain=order.quote.asset.chain)
     if form.is_valid():
         try:
-            payment_claim(order=order, actor=request.user.get_username(), txid=form.cleaned_data["txid"])
+            order = payment_claim(order=order, actor=request.user.get_username(), txid=form.cleaned_data["txid"])
         except OrderError as exc:
             messages.error(request, exc.message)  # the form may not be on the page in this state
             order.refresh_from_db()
             return render(request, "web/order.html", _detail_context(request, order), status=409)
         else:
-            messages.success(request, _("Thank you. We are checking your transfer; this page shows when it is "
-                                        "confirmed."))
+            check = claim_check_after_claim(order) if order.claimed_txid else None
+            if check is None or check.outcome in _CLAIM_HOPEFUL:
+                messages.success(request, _("Thank you. We are checking your transfer; this page shows when it is "
+                                            "confirmed."))
             return redirect("order", reference=order.reference)
     order.refresh_from_db()
     return render(request, "web/order.html", _detail_context(request, order, claim_form=form), status=400)

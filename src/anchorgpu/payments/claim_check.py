@@ -1,0 +1,183 @@
+"""Checking the transaction id a customer gives with "I've paid".
+
+The id is a hint, never proof: the transaction must exist on the asset's
+network, pay this order's deposit address, in the accepted coin or token
+contract, and not already credit another order. What it pays is recorded
+through ``transfer_observe`` like anything the poll finds; the outcome is
+kept (one row per order and id) so the order page can say precisely what
+is wrong, or how many confirmations are still missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from anchorgpu.chains.base import ChainUnavailable, LookupOutcome, TxLookup
+from anchorgpu.orders.models import Order
+from anchorgpu.orders.states import OrderState
+
+from .models import Asset, ClaimCheck, Transfer
+from .observe import transfer_observe
+from .watch_config import watcher_for
+
+log = logging.getLogger("anchorgpu.watch")
+O = ClaimCheck.Outcome
+_SIMPLE = {LookupOutcome.PENDING: O.PENDING, LookupOutcome.NOT_FOUND: O.NOT_FOUND,
+           LookupOutcome.OTHER_ADDRESS: O.OTHER_ADDRESS, LookupOutcome.WRONG_ASSET: O.WRONG_ASSET,
+           LookupOutcome.FAILED: O.FAILED, LookupOutcome.BAD_DATA: O.BAD_DATA}
+
+
+def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
+                now: datetime | None = None) -> ClaimCheck | None:
+    """Look up ``order.claimed_txid`` now and record what it showed. None when the order names no id."""
+    now = now or timezone.now()
+    txid = order.claimed_txid
+    if not txid:
+        return None
+    quote = order.quote
+    asset = quote.asset
+    outcome, confirmations, detail = O.UNAVAILABLE, 0, {}
+    try:
+        watcher = watcher if watcher is not None else watcher_for(asset, timeout=timeout)
+        if watcher is None:
+            outcome = O.NOT_WATCHED
+        else:
+            found = watcher.lookup(txid, quote.address)
+            outcome, confirmations, detail = _judge(order, asset, found, now)
+            if outcome is O.NOT_FOUND:
+                elsewhere = _elsewhere(asset, txid, quote.address, timeout)
+                if elsewhere:
+                    outcome, detail = O.WRONG_NETWORK, {"network": elsewhere}
+    except ChainUnavailable as exc:
+        log.warning("claim check of %s for %s: %s", txid, order.reference, exc)
+        outcome, detail = O.UNAVAILABLE, {}
+    check, created = ClaimCheck.objects.get_or_create(
+        order=order, txid=txid, defaults=dict(outcome=outcome, confirmations=confirmations,
+                                              required=quote.confirmations_required, detail=detail, checked_at=now))
+    if not created:
+        check.outcome, check.confirmations, check.detail, check.checked_at = outcome, confirmations, detail, now
+        check.required = quote.confirmations_required
+        check.checks += 1
+        check.save()
+    return check
+
+
+def _judge(order: Order, asset: Asset, found: TxLookup, now: datetime) -> tuple[str, int, dict]:
+    if found.outcome is not LookupOutcome.FOUND:
+        return _SIMPLE[found.outcome], 0, _asset_detail(asset, found.detail)
+    others = (Transfer.objects.filter(chain=asset.network, txid=found.transfers[0].txid)
+              .exclude(order=order).exists())
+    if others:
+        return O.ALREADY_CREDITED, 0, {}
+    tip = found.tip or 0
+    for seen in found.transfers:
+        transfer_observe(order=order, seen=seen, tip=tip, now=now)
+    confirmations = min(t.confirmations(tip) for t in found.transfers)
+    amount = sum(t.amount for t in found.transfers)
+    return O.FOUND, confirmations, {"amount": str(amount)}
+
+
+def _asset_detail(asset: Asset, detail: dict) -> dict:
+    """Name what a wrong-asset transaction sent, when it is an asset we know."""
+    if detail.get("native"):
+        coin = Asset.objects.filter(network=asset.network, contract="").first()
+        return {"sent": coin.symbol if coin else ""}
+    contract = detail.get("contract")
+    if contract:
+        known = Asset.objects.filter(network=asset.network, contract__iexact=contract).first()
+        return {"contract": contract, "sent": known.symbol if known else ""}
+    return {}
+
+
+def _elsewhere(asset: Asset, txid: str, address: str, timeout: float | None) -> str:
+    """The name of another configured network of the same family that knows ``txid`` ("" when none does)."""
+    tried = {asset.network}
+    for other in Asset.objects.filter(is_active=True).exclude(network=asset.network).order_by("position"):
+        if other.chain != asset.chain or other.network in tried:
+            continue
+        tried.add(other.network)
+        try:
+            watcher = watcher_for(other, timeout=timeout)
+            if watcher is not None and watcher.lookup(txid, address).outcome is not LookupOutcome.NOT_FOUND:
+                return other.network_name
+        except ChainUnavailable as exc:
+            log.info("claim check: %s could not be asked: %s", other.code, exc)
+    return ""
+
+
+def claims_recheck_due(*, now: datetime | None = None, every: timedelta = timedelta(seconds=30),
+                       limit: int = 50, factory=None) -> int:
+    """The worker's sweep: look again at claimed ids whose check is not settled (not found yet, still
+    confirming, node down). Orders that were paid meanwhile are left alone. ``factory(asset)`` makes the
+    adapter (default: from the asset's configured URL)."""
+    now = now or timezone.now()
+    orders = (Order.objects.filter(state__in=[OrderState.PAYMENT_CLAIMED, OrderState.UNDERPAID])
+              .exclude(claimed_txid="").filter(quote__monitor_until__gt=now)
+              .select_related("quote__asset").order_by("claimed_at")[: limit * 4])
+    done = 0
+    for order in orders:
+        latest = order.claim_checks.filter(txid=order.claimed_txid).first()
+        if latest is not None and (latest.settled or latest.checked_at > now - every):
+            continue
+        claim_check(order=order, now=now, watcher=factory(order.quote.asset) if factory else None)
+        done += 1
+        if done >= limit:
+            break
+    return done
+
+
+def describe(check: ClaimCheck, asset: Asset) -> str:
+    """The sentence the customer reads, in the active language."""
+    params = {"network": asset.network_name, "symbol": asset.symbol, "n": check.confirmations,
+              "required": check.required, "other": check.detail.get("network", ""),
+              "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
+    from .uri import whole_units
+
+    if check.outcome == O.FOUND:
+        params["amount"] = whole_units(int(check.detail.get("amount", "0")), asset.decimals)
+        if check.confirmations >= check.required:
+            return _("Transfer found: %(amount)s %(symbol)s, confirmed (%(n)d of %(required)d confirmations).") % params
+        return _("Transfer found: %(amount)s %(symbol)s, %(n)d of %(required)d confirmations so far. It counts "
+                 "once it has all of them.") % params
+    if check.outcome == O.WRONG_ASSET:
+        if check.detail.get("contract") and not check.detail.get("sent"):
+            return _("This transaction sends a token from contract %(contract)s, which is not the %(symbol)s we "
+                     "accept. It does not pay this order; contact us about a refund.") % params
+        return _("This transaction pays this order's address in %(sent)s, not in %(symbol)s. It does not pay this "
+                 "order; contact us about a refund.") % params
+    texts = {
+        O.PENDING: _("This transaction is known but not yet in a block (0 of %(required)d confirmations)."),
+        O.NOT_FOUND: _("No transaction with this id is known on %(network)s. Check the id and the network you "
+                       "sent on; a transaction sent a moment ago can take a minute to appear."),
+        O.WRONG_NETWORK: _("This transaction is on %(other)s, not on %(network)s, which this order accepts. It does "
+                           "not pay this order; contact us about a refund."),
+        O.OTHER_ADDRESS: _("This transaction does not pay this order's deposit address."),
+        O.FAILED: _("This transaction failed on chain (it was reverted): nothing was transferred."),
+        O.BAD_DATA: _("The data we received for this transaction does not match its id, so it cannot be trusted. "
+                      "We check it again, and an operator looks at it."),
+        O.ALREADY_CREDITED: _("This transaction is already credited to another order: one transfer pays one order."),
+        O.UNAVAILABLE: _("We could not reach the %(network)s node just now; the check is repeated automatically."),
+        O.NOT_WATCHED: _("Payments in %(symbol)s are checked by an operator; you hear from us when it is done."),
+    }
+    return texts[check.outcome] % params
+
+
+def latest_claim_check(order: Order) -> ClaimCheck | None:
+    """The check of the id the order names now (an earlier, replaced id's check is history)."""
+    if not order.claimed_txid:
+        return None
+    return order.claim_checks.filter(txid=order.claimed_txid).first()
+
+
+def claim_check_after_claim(order: Order) -> ClaimCheck | None:
+    """ "I've paid" with an id: checked at once, with the short timeout a page request can afford."""
+    try:
+        return claim_check(order=order, timeout=settings.ANCHORGPU_WATCH_CLAIM_TIMEOUT)
+    except Exception:  # noqa: BLE001 - the claim itself is saved; the worker checks again
+        log.exception("claim check of order %s failed", order.reference)
+        return None

@@ -1,0 +1,128 @@
+"""What the chain watcher writes: a transfer it found, its confirmations as
+blocks arrive, and its withdrawal when the block holding it was replaced.
+
+Each function locks the order and ends in ``payment_apply``, the evaluation
+an operator's manual record also goes through, so an order moves the same
+way whichever path a transfer took.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from anchorgpu.audit.services import audit_record
+from anchorgpu.chains.base import SeenTransfer
+from anchorgpu.orders.models import Order
+from anchorgpu.orders.transitions import order_lock
+
+from .models import Transfer
+from .services import payment_apply
+
+log = logging.getLogger("anchorgpu.watch")
+WATCHER = "chain-watcher"
+
+
+def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str = WATCHER,
+                     now: datetime | None = None) -> Transfer | None:
+    """Record a transfer the watcher found for ``order``, or bring the
+    recorded one up to date (its block, its confirmations, back from a
+    withdrawal). Returns None when the transfer belongs to another order."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = order_lock(order)
+        asset = locked.quote.asset
+        confirmations = seen.confirmations(tip)
+        row = (Transfer.objects.select_for_update()
+               .filter(chain=asset.network, txid=seen.txid, index=seen.index).first())
+        if row is not None and row.order_id != locked.pk:
+            log.warning("transfer %s:%s already credits order %s, not %s", seen.txid, seen.index, row.order_id,
+                        locked.pk)
+            return None
+        if row is None:
+            row = _create(locked, seen, confirmations, actor, now)
+            if row is None:
+                return None
+        elif not _refresh(locked, row, seen, confirmations, actor):
+            return row  # nothing changed: no audit row, no evaluation
+        payment_apply(locked, actor=actor, now=now)
+    return row
+
+
+def _create(order: Order, seen: SeenTransfer, confirmations: int, actor: str, now: datetime) -> Transfer | None:
+    asset = order.quote.asset
+    block = seen.block
+    # The block's time says when the money moved; a clock running ahead of ours never dates it in the future.
+    seen_at = min(block.time, now) if block is not None and block.time is not None else now
+    try:
+        with transaction.atomic():
+            row = Transfer.objects.create(
+                order=order, asset=asset, chain=asset.network, txid=seen.txid, index=seen.index, amount=seen.amount,
+                confirmations=confirmations, seen_at=seen_at, sender=seen.sender, source=Transfer.Source.WATCHER,
+                recorded_by=actor, block_number=block.number if block else None, block_hash=block.hash if block else "")
+    except IntegrityError:  # another worker recorded it a moment ago
+        return None
+    audit_record(actor=actor, action="transfer_record", obj=order,
+                 data={"txid": seen.txid, "index": seen.index, "amount": str(seen.amount),
+                       "confirmations": confirmations, "seen_at": seen_at.isoformat(), "source": "watcher",
+                       "block": block.number if block else None, "block_hash": block.hash if block else ""})
+    return row
+
+
+def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int, actor: str) -> bool:
+    """Bring ``row`` up to what the chain says now; True when something changed."""
+    changes: dict = {}
+    if row.withdrawn_at is not None:
+        row.withdrawn_at = None
+        changes["restored"] = True
+    block = seen.block
+    if block is not None and (row.block_hash != block.hash or row.block_number != block.number):
+        changes["block"] = {"from": [row.block_number, row.block_hash], "to": [block.number, block.hash]}
+        row.block_number, row.block_hash = block.number, block.hash
+    if block is None and row.block_hash and not changes:
+        return False  # a mined transfer is not moved back to the mempool by a stale answer
+    # Confirmations only fall when the transfer moved to another block (or came back).
+    if confirmations > row.confirmations or (changes and confirmations != row.confirmations):
+        changes["confirmations"] = {"from": row.confirmations, "to": confirmations}
+        row.confirmations = confirmations
+    if seen.amount != row.amount and "amount_differs" not in row.note:
+        # The operator typed another amount than the chain holds: left to them, but said.
+        log.warning("transfer %s: recorded %s, the chain says %s", row, row.amount, seen.amount)
+        audit_record(actor=actor, action="transfer_amount_differs", obj=order,
+                     data={"transfer": str(row), "recorded": str(row.amount), "on_chain": str(seen.amount)})
+        row.note = (row.note + "\n" if row.note else "") + f"amount_differs: the chain says {seen.amount}"
+        row.save(update_fields=["note"])
+    if not changes:
+        return False
+    row.save(update_fields=["withdrawn_at", "block_number", "block_hash", "confirmations"])
+    required = order.quote.confirmations_required
+    counted = changes.get("confirmations", {}).get("to", 0) >= required > changes.get("confirmations", {}).get("from", 0)
+    if set(changes) - {"confirmations"} or counted:
+        # Each new block is not worth an audit row; a moved block, a return, or the confirmation that
+        # makes the transfer count are.
+        audit_record(actor=actor, action="transfer_update", obj=order, data={"transfer": str(row), **changes})
+    return True
+
+
+def transfer_withdraw(*, transfer: Transfer, reason: str, actor: str = WATCHER,
+                      now: datetime | None = None) -> Transfer:
+    """The transfer is in no block of the chain any more: it stops counting
+    (it comes back through ``transfer_observe`` if it is mined again)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = order_lock(transfer.order_id)
+        row = Transfer.objects.select_for_update().get(pk=transfer.pk)
+        if row.withdrawn_at is not None:
+            return row
+        before = (row.block_number, row.block_hash, row.confirmations)
+        row.withdrawn_at, row.confirmations = now, 0
+        row.save(update_fields=["withdrawn_at", "confirmations"])
+        audit_record(actor=actor, action="transfer_withdrawn", obj=locked, reason=reason,
+                     data={"transfer": str(row), "block": before[0], "block_hash": before[1],
+                           "confirmations_before": before[2]})
+        log.warning("transfer %s withdrawn from order %s: %s", row, locked.reference, reason)
+        payment_apply(locked, actor=actor, now=now)
+    return row
