@@ -53,9 +53,10 @@ test-sqlite: $(VENV)/.installed-test catalogs anvil
 test-postgres: $(VENV)/.installed-test catalogs anvil
 	DATABASE_URL=$(TEST_POSTGRES_URL) $(BIN)/pytest
 
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test anvil
 	$(BIN)/python bench/allocation.py
 	$(BIN)/python bench/orders.py
+	$(BIN)/python bench/chain_watch.py
 
 clean:
 	rm -rf $(VENV) var $(TOOLS)

@@ -54,6 +54,23 @@ def test_a_transfer_whose_block_is_replaced_is_withdrawn_before_it_counts(chain,
     assert order.invoice.crypto_amount == order.quote.amount and not order.refund_due
 
 
+def test_a_payment_in_a_block_that_replaced_one_already_read_is_found(chain, anvil_w3):
+    order = chain.place("eth")
+    snap = evm.snapshot(anvil_w3)
+    chain.mine(1)  # an empty block at height H+1, read by the poll
+    first = watch_poll(chain.asset("eth"))
+    height = anvil_w3.eth.block_number
+    assert first.scanned[1] == height
+    evm.revert(anvil_w3, snap)
+    txid = chain.send(order, order.quote.amount)  # the new block at H+1 carries the payment
+    assert anvil_w3.eth.get_transaction_receipt(txid)["blockNumber"] == height
+    report = watch_poll(chain.asset("eth"))
+    assert report.scanned == (height, height) and report.found == 1  # only the replaced block is read again
+    assert Transfer.objects.get(order=order).txid == txid
+    quiet = watch_poll(chain.asset("eth"))
+    assert quiet.scanned is None and quiet.round_trips == 1  # no new block: one read of the tip
+
+
 def junk_or_down(request):
     if request.param == "down":
         return "down", _closed_port()

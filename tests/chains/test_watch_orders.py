@@ -113,7 +113,8 @@ def test_a_look_alike_token_pays_nothing(chain, evm_w3):
     assert fresh(order).state == "awaiting_payment" and not Transfer.objects.exists()
 
 
-def test_coin_sent_by_no_visible_transaction_is_flagged_for_an_operator(chain, evm_w3):
+def test_coin_sent_by_no_visible_transaction_is_flagged_for_an_operator(chain, evm_w3, monkeypatch):
+    monkeypatch.setattr("anchorgpu.payments.watch.BALANCE_EVERY_BLOCKS", 1)
     order = chain.place("eth")
     chain.send(order, order.quote.amount // 4)
     chain.poll("eth")

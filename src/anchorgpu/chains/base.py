@@ -116,6 +116,11 @@ class Watcher:
         """Every payment of the accepted asset to any of ``addresses`` in blocks ``first..last``."""
         raise NotImplementedError
 
+    def hashes(self, heights) -> dict[int, str | None]:
+        """The canonical block hash at each height (``None`` above the tip): how a poll tells that
+        blocks it read earlier were replaced, without reading them again."""
+        raise NotImplementedError
+
     def locate(self, txids) -> dict[str, BlockRef | None]:
         """Where each transaction is on the canonical chain now; ``None`` when it is in no block
         (dropped, or back in the mempool after a reorganisation)."""

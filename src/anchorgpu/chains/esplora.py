@@ -158,6 +158,10 @@ class BitcoinWatcher(Watcher):
             raise self._fail(f"GET /blocks/tip/height: not a block height: {text[:40]!r}")
         return int(text)
 
+    def hashes(self, heights) -> dict[int, str | None]:
+        self._check_network()
+        return {h: self._hash_at(h) for h in sorted(set(heights))}
+
     def _hash_at(self, height: int) -> str | None:
         """The explorer's best-chain block at ``height``; ``None`` when its chain is shorter."""
         path = f"/block-height/{height}"

@@ -183,6 +183,21 @@ class EvmWatcher(Watcher):
                                        block=ref))
         return result
 
+    def hashes(self, heights: Iterable[int]) -> dict[int, str | None]:
+        heights = sorted(set(heights))
+        self._check_chain()
+        headers = self.rpc.many([("eth_getBlockByNumber", [hex(h), False]) for h in heights])
+        found: dict[int, str | None] = {}
+        for height, header in zip(heights, headers):
+            if header is None:
+                found[height] = None
+                continue
+            ref = self._read(f"block {height}", _block_ref, header)
+            if ref.number != height:
+                raise self.rpc.fail(f"asked for block {height}, got {ref.number}")
+            found[height] = ref.hash
+        return found
+
     # --- where recorded transfers are now ----------------------------------
 
     def locate(self, txids: Iterable[str]) -> dict[str, BlockRef | None]:

@@ -283,6 +283,8 @@ class WatchState(models.Model):
     tip = models.PositiveBigIntegerField(_("last block seen"), null=True, blank=True)
     tip_hash = models.CharField(_("its hash"), max_length=80, blank=True)
     tip_time = models.DateTimeField(_("its time"), null=True, blank=True)
+    recent = models.JSONField(_("hashes of the blocks not yet final"), default=dict, blank=True,
+                              help_text=_("Height → hash of the last blocks read: a replaced one is read again."))
     last_poll_at = models.DateTimeField(_("last poll"), null=True, blank=True)
     last_success_at = models.DateTimeField(_("last successful poll"), null=True, blank=True)
     last_error = models.TextField(_("last error"), blank=True)

@@ -46,8 +46,12 @@ def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str =
             row = _create(locked, seen, confirmations, actor, now)
             if row is None:
                 return None
-        elif not _refresh(locked, row, seen, confirmations, actor):
-            return row  # nothing changed: no audit row, no evaluation
+        else:
+            changed = _refresh(locked, row, seen, confirmations, actor)
+            if changed is None:
+                return row  # nothing changed
+            if not changed:
+                return row  # one more confirmation, still short of the required number: the evaluation is the same
         payment_apply(locked, actor=actor, now=now)
     return row
 
@@ -72,8 +76,9 @@ def _create(order: Order, seen: SeenTransfer, confirmations: int, actor: str, no
     return row
 
 
-def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int, actor: str) -> bool:
-    """Bring ``row`` up to what the chain says now; True when something changed."""
+def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int, actor: str) -> bool | None:
+    """Bring ``row`` up to what the chain says now. None: nothing changed; False: only its confirmations
+    grew, without reaching the required number; True: a change the evaluation must see."""
     changes: dict = {}
     if row.withdrawn_at is not None:
         row.withdrawn_at = None
@@ -83,7 +88,7 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
         changes["block"] = {"from": [row.block_number, row.block_hash], "to": [block.number, block.hash]}
         row.block_number, row.block_hash = block.number, block.hash
     if block is None and row.block_hash and not changes:
-        return False  # a mined transfer is not moved back to the mempool by a stale answer
+        return None  # a mined transfer is not moved back to the mempool by a stale answer
     # Confirmations only fall when the transfer moved to another block (or came back).
     if confirmations > row.confirmations or (changes and confirmations != row.confirmations):
         changes["confirmations"] = {"from": row.confirmations, "to": confirmations}
@@ -96,7 +101,7 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
         row.note = (row.note + "\n" if row.note else "") + f"amount_differs: the chain says {seen.amount}"
         row.save(update_fields=["note"])
     if not changes:
-        return False
+        return None
     row.save(update_fields=["withdrawn_at", "block_number", "block_hash", "confirmations"])
     required = order.quote.confirmations_required
     counted = changes.get("confirmations", {}).get("to", 0) >= required > changes.get("confirmations", {}).get("from", 0)
@@ -104,7 +109,8 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
         # Each new block is not worth an audit row; a moved block, a return, or the confirmation that
         # makes the transfer count are.
         audit_record(actor=actor, action="transfer_update", obj=order, data={"transfer": str(row), **changes})
-    return True
+        return True
+    return False
 
 
 def transfer_withdraw(*, transfer: Transfer, reason: str, actor: str = WATCHER,

@@ -240,8 +240,12 @@ def payment_apply(order: Order, *, actor: str, now: datetime) -> evaluation.Eval
         if any(t.seen_at < quote.expires_at for t in order.transfers.filter(withdrawn_at__isnull=True)):
             # Paid in time, still confirming: the cards must not go to someone else meanwhile.
             hold = timedelta(hours=PaymentSettings.current().pending_hold_hours)
-            _keep_hold(order, until=min(now + hold, quote.monitor_until), actor=actor, now=now,
-                       reason="a transfer seen before expiry is still confirming")
+            until = min(now + hold, quote.monitor_until)
+            booking = order.booking
+            # Each new block re-evaluates the order: the hold is stretched again only once a quarter of it is used.
+            if booking is None or booking.expires_at is None or booking.expires_at < until - hold / 4:
+                _keep_hold(order, until=until, actor=actor, now=now,
+                           reason="a transfer seen before expiry is still confirming")
     return ev
 
 

@@ -51,6 +51,7 @@ class _Reads:
     unsettled: list[Transfer]
     where: dict[str, BlockRef | None]
     balances: dict[str, int]
+    recent: dict[str, str]
 
 
 def open_quotes(asset: Asset, now: datetime) -> list[Quote]:
@@ -59,15 +60,28 @@ def open_quotes(asset: Asset, now: datetime) -> list[Quote]:
     return list(Quote.objects.filter(asset=asset, monitor_until__gt=now).select_related("order"))
 
 
-def _span(state: WatchState, head: BlockRef, required: int) -> tuple[int, int] | None:
-    """Which blocks to read: from where the last poll stopped, and again the blocks that are not final yet
-    (a reorganisation may have put a payment into a block at a height already read)."""
+BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
+
+
+def _span(state: WatchState, head: BlockRef, required: int,
+          watcher: Watcher) -> tuple[tuple[int, int] | None, dict[str, str]]:
+    """Which blocks to read, and the hashes to remember of the blocks not yet final.
+
+    From where the last poll stopped; and from lower down when a block read earlier and not final then
+    has been replaced since (a reorganisation may have put a payment into a block at a height already
+    read). Replaced blocks are found by comparing hashes, so unchanged ones are not read again."""
     if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
-        return None  # no new block since the last poll
+        return None, state.recent  # no new block since the last poll
     start = state.next_block if state.next_block is not None else max(0, head.number - settings.ANCHORGPU_WATCH_LOOKBACK)
-    first = max(0, min(start, head.number - max(required, 1) + 1))
+    start = min(start, head.number + 1)
+    window = range(max(0, head.number - max(required, 1) + 1), head.number + 1)
+    known = {int(h): v for h, v in (state.recent or {}).items()}
+    now_at = watcher.hashes(set(known) | {h for h in window if h < start + settings.ANCHORGPU_WATCH_MAX_BLOCKS})
+    replaced = [h for h, old in known.items() if now_at.get(h) != old]
+    first = min([start, *replaced])
     last = min(head.number, first + settings.ANCHORGPU_WATCH_MAX_BLOCKS - 1)
-    return first, last
+    recent = {str(h): now_at[h] for h in window if h <= last and now_at.get(h)}
+    return ((first, last) if first <= last else None), recent
 
 
 def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> tuple[_Reads, dict[str, Quote]]:
@@ -75,17 +89,18 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     # The open quotes are read after the tip: a quote made later cannot have been paid in a block up to it.
     by_address = {q.address.lower(): q for q in open_quotes(asset, now)}
     required = asset.confirmations_required
-    span = _span(state, head, required)
-    if span is None:  # no new block: nothing can have changed on chain
-        return _Reads(head, None, [], [], {}, {}), by_address
-    seen = watcher.scan(set(by_address), *span) if by_address else []
+    if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
+        return _Reads(head, None, [], [], {}, {}, state.recent), by_address  # no new block: nothing changed
+    span, recent = _span(state, head, required, watcher)
+    seen = watcher.scan(set(by_address), *span) if span and by_address else []
     unsettled = list(Transfer.objects.filter(asset=asset, withdrawn_at__isnull=True, confirmations__lt=required)
                      .select_related("order__quote"))
     where = watcher.locate({t.txid for t in unsettled}) if unsettled else {}
     balances = {}
-    if asset.chain == "evm" and not asset.is_token and by_address and hasattr(watcher, "balances"):
+    crossed = state.tip is None or head.number // BALANCE_EVERY_BLOCKS != state.tip // BALANCE_EVERY_BLOCKS
+    if asset.chain == "evm" and not asset.is_token and by_address and crossed and hasattr(watcher, "balances"):
         balances = watcher.balances(set(by_address), head.number)
-    return _Reads(head, span, seen, unsettled, where, balances), by_address
+    return _Reads(head, span, seen, unsettled, where, balances, recent), by_address
 
 
 def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | None = None) -> PollReport | None:
@@ -110,6 +125,7 @@ def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | 
     state.tip, state.tip_hash, state.tip_time = reads.head.number, reads.head.hash, reads.head.time
     if reads.span is not None:
         state.next_block = reads.span[1] + 1
+    state.recent = reads.recent
     _save_state(state, report, now, started, watcher)
     return report
 
@@ -196,7 +212,11 @@ def watch_poll_all(*, now: datetime | None = None) -> int:
     """The worker's sweep: poll every accepted asset that has a node or explorer; returns transfers written."""
     written = 0
     for asset in Asset.objects.filter(is_active=True):
-        report = watch_poll(asset, now=now)
+        try:
+            report = watch_poll(asset, now=now)
+        except Exception:  # noqa: BLE001 - one asset's bug must not stop the others' polls
+            log.exception("watch %s: the poll failed", asset.code)
+            continue
         if report is not None:
             written += report.recorded + report.withdrawn
     return written
