@@ -74,3 +74,13 @@ def vendor() -> str:
 def _demo_deposit_keys_allowed(settings):
     """Tests take orders to the demo's public test-vector deposit keys (never in production)."""
     settings.ANCHORGPU_ALLOW_TEST_KEYS = True
+
+
+@pytest.fixture(autouse=True)
+def _default_language_after_each_test():
+    """A request in another language leaves that language active in the thread; the next test starts in
+    the default again, whatever order the tests run in."""
+    yield
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)

@@ -19,6 +19,7 @@ ANCHORGPU_WATCH_CLAIM_TIMEOUT            seconds checking a pasted hash may take
 ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while catching up (500)
 ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of an asset starts at (100)
 ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
+ANCHORGPU_WATCH_TIP_AGE_SECONDS          ... or whose newest block is older than this (7200)
 """
 
 from __future__ import annotations
@@ -202,6 +203,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("ANCHORGPU_LOG_LEVEL", "INFO")},
+    # Their debug lines carry a node's full URL, which may hold an API key: never below WARNING.
+    "loggers": {name: {"level": "WARNING"} for name in ("web3", "urllib3", "requests")},
 }
 
 # Business settings the operator may change per deployment.
@@ -219,5 +222,6 @@ ANCHORGPU_WATCH_CLAIM_TIMEOUT = _whole("ANCHORGPU_WATCH_CLAIM_TIMEOUT", 5)
 ANCHORGPU_WATCH_MAX_BLOCKS = _whole("ANCHORGPU_WATCH_MAX_BLOCKS", 500)
 ANCHORGPU_WATCH_LOOKBACK = _whole("ANCHORGPU_WATCH_LOOKBACK", 100, minimum=0)
 ANCHORGPU_WATCH_STALL_SECONDS = _whole("ANCHORGPU_WATCH_STALL_SECONDS", 600, minimum=30)
+ANCHORGPU_WATCH_TIP_AGE_SECONDS = _whole("ANCHORGPU_WATCH_TIP_AGE_SECONDS", 7200, minimum=60)
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

@@ -37,7 +37,8 @@ class ChainShop:
         return shop.place(user or self.customer, asset=code, now=now)
 
     def watcher(self, asset: Asset) -> EvmWatcher:
-        return EvmWatcher.for_web3(self.w3, chain_id=asset.chain_id, contract=asset.contract, network=asset.network)
+        return EvmWatcher.for_web3(self.w3, chain_id=asset.chain_id, contract=asset.contract, network=asset.network,
+                                   decimals=asset.decimals)
 
     def poll(self, code: str, *, now: datetime | None = None):
         asset = self.asset(code)

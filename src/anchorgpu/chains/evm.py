@@ -24,7 +24,9 @@ from .rpc import Rpc, coerce
 # keccak256("Transfer(address,address,uint256)")
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 ADDRESSES_PER_FILTER = 200  # providers cap the size of one topic list
-BLOCKS_PER_FILTER = 2_000  # and the block range of one eth_getLogs
+BLOCKS_PER_FILTER = 500  # and the block range of one eth_getLogs
+FULL_BLOCKS_PER_BATCH = 25  # a mainnet block with its transactions is a few hundred kB
+DECIMALS_CALL = "0x313ce567"  # decimals()
 
 
 def _topic(address: str) -> str:
@@ -32,20 +34,27 @@ def _topic(address: str) -> str:
 
 
 class EvmWatcher(Watcher):
-    def __init__(self, rpc: Rpc, *, chain_id: int, contract: str = "", network: str = ""):
+    def __init__(self, rpc: Rpc, *, chain_id: int, contract: str = "", network: str = "",
+                 decimals: int | None = None):
+        """``decimals``: what the asset is configured with; a token contract reporting otherwise is refused
+        (the same token has 6 decimals on one chain and 18 on another)."""
         self.rpc = rpc
         self.chain_id = chain_id
         self.contract = contract.lower() if contract else ""
         self.network = network or f"evm:{chain_id}"
+        self.decimals = decimals
         self._chain_checked = False
 
     @classmethod
-    def for_url(cls, url: str, *, chain_id: int, contract: str = "", network: str = "", timeout: float = 10.0):
-        return cls(Rpc.for_url(url, timeout=timeout), chain_id=chain_id, contract=contract, network=network)
+    def for_url(cls, url: str, *, chain_id: int, contract: str = "", network: str = "", timeout: float = 10.0,
+                decimals: int | None = None):
+        return cls(Rpc.for_url(url, timeout=timeout), chain_id=chain_id, contract=contract, network=network,
+                   decimals=decimals)
 
     @classmethod
-    def for_web3(cls, w3: Web3, *, chain_id: int, contract: str = "", network: str = ""):
-        return cls(Rpc(w3), chain_id=chain_id, contract=contract, network=network)
+    def for_web3(cls, w3: Web3, *, chain_id: int, contract: str = "", network: str = "",
+                 decimals: int | None = None):
+        return cls(Rpc(w3), chain_id=chain_id, contract=contract, network=network, decimals=decimals)
 
     @property
     def calls(self) -> int:  # type: ignore[override]
@@ -68,6 +77,13 @@ class EvmWatcher(Watcher):
         found = self._read("chain id", coerce.quantity, chain_id)
         if found != self.chain_id:
             raise self.rpc.fail(f"the node is on chain id {found}, this asset is configured for {self.chain_id}")
+        if self.contract and self.decimals is not None and not self._chain_checked:
+            answer = self.rpc.call("eth_call", [{"to": self.contract, "data": DECIMALS_CALL}, "latest"])
+            reported = self._read("decimals()", lambda v: int(coerce.data(v), 16) if coerce.data(v) != "0x" else -1,
+                                  answer)
+            if reported != self.decimals:
+                raise self.rpc.fail(f"the token contract reports {reported} decimals, the asset is configured with "
+                                    f"{self.decimals}")
         self._chain_checked = True
         if block is None:
             raise self.rpc.fail("the node has no latest block")
@@ -104,15 +120,17 @@ class EvmWatcher(Watcher):
             if not isinstance(logs, list):
                 raise self.rpc.fail(f"eth_getLogs answered {type(logs).__name__}, not a list")
             for log in logs:
-                transfer = self._read("log", self._log_transfer, log, wanted)
+                transfer = self._read("log", self._log_transfer, log, wanted, first, last)
                 if transfer is not None:
                     seen.append(transfer)
-        return self._with_block_times(seen)
+        return self._with_block_times(seen, positions=True)
 
-    def _log_transfer(self, log: Any, wanted: set[str]) -> SeenTransfer | None:
+    def _log_transfer(self, log: Any, wanted: set[str], first: int, last: int) -> SeenTransfer | None:
         log = coerce.mapping(log, "log")
         if log.get("removed"):
             return None
+        if not first <= coerce.quantity(log["blockNumber"]) <= last:
+            raise ValueError(f"a log of block {log['blockNumber']} answered a filter for blocks {first}..{last}")
         if coerce.address(log["address"]) != self.contract:
             raise ValueError(f"a log of contract {log['address']} answered a filter for {self.contract}")
         topics = [coerce.hash32(t) for t in log["topics"]]
@@ -132,7 +150,8 @@ class EvmWatcher(Watcher):
                             to=to, amount=amount, sender="0x" + topics[1][-40:], block=block)
 
     def _scan_blocks(self, wanted: set[str], first: int, last: int) -> list[SeenTransfer]:
-        blocks = self.rpc.many([("eth_getBlockByNumber", [hex(n), True]) for n in range(first, last + 1)])
+        blocks = self.rpc.many([("eth_getBlockByNumber", [hex(n), True]) for n in range(first, last + 1)],
+                               batch_size=FULL_BLOCKS_PER_BATCH)
         candidates: list[SeenTransfer] = []
         for number, block in zip(range(first, last + 1), blocks):
             if block is None:
@@ -166,20 +185,35 @@ class EvmWatcher(Watcher):
                 kept.append(transfer)
         return kept
 
-    def _with_block_times(self, transfers: list[SeenTransfer]) -> list[SeenTransfer]:
+    def _with_block_times(self, transfers: list[SeenTransfer], *, positions: bool = False) -> list[SeenTransfer]:
+        """Each transfer with its block's time. With ``positions``, a log's index becomes its place among
+        its transaction's logs: the block-wide ``logIndex`` changes when a reorganisation mines the same
+        transaction elsewhere, and the transfer must keep its identity (one transfer credits once)."""
         numbers = sorted({t.block.number for t in transfers})
-        headers = self.rpc.many([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
+        txids = sorted({t.txid for t in transfers}) if positions else []
+        answers = self.rpc.many([("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
+                                + [("eth_getTransactionReceipt", [txid]) for txid in txids])
         refs = {}
-        for number, header in zip(numbers, headers):
+        for number, header in zip(numbers, answers):
             if header is None:
                 raise self.rpc.fail(f"block {number} is missing")
             refs[number] = self._read(f"block {number}", _block_ref, header)
+        log_indexes = {}  # txid -> (block hash, [block-wide logIndex of each of its logs])
+        for txid, receipt in zip(txids, answers[len(numbers):]):
+            if receipt is not None:
+                log_indexes[txid] = self._read("receipt", _log_indexes, receipt)
         result = []
         for t in transfers:
             ref = refs[t.block.number]
             if ref.hash != t.block.hash:
                 continue  # a reorganisation happened between the two reads; the next poll settles it
-            result.append(SeenTransfer(txid=t.txid, index=t.index, to=t.to, amount=t.amount, sender=t.sender,
+            index = t.index
+            if positions:
+                block_hash, indexes = log_indexes.get(t.txid, ("", []))
+                if block_hash != ref.hash or t.index not in indexes:
+                    continue  # moved meanwhile
+                index = indexes.index(t.index)
+            result.append(SeenTransfer(txid=t.txid, index=index, to=t.to, amount=t.amount, sender=t.sender,
                                        block=ref))
         return result
 
@@ -250,14 +284,14 @@ class EvmWatcher(Watcher):
                               sender=coerce.address(tx["from"]), block=block)
         pays_native = coerce.optional_address(tx.get("to")) == address and native.amount > 0
         token_logs = []  # (contract, transfer) for every Transfer log to the address
-        for log in coerce.mapping(receipt, "receipt")["logs"]:
+        for position, log in enumerate(coerce.mapping(receipt, "receipt")["logs"]):
             log = coerce.mapping(log, "log")
             topics = [coerce.hash32(t) for t in log["topics"]]
             data = coerce.data(log["data"])
             if len(topics) == 3 and topics[0] == TRANSFER_TOPIC and topics[2][-40:] == address[2:] \
                     and len(data) == 66 and int(data, 16) > 0:
                 token_logs.append((coerce.address(log["address"]), SeenTransfer(
-                    txid=txid, index=coerce.quantity(log["logIndex"]), to=address, amount=int(data, 16),
+                    txid=txid, index=position, to=address, amount=int(data, 16),
                     sender="0x" + topics[1][-40:], block=block)))
         if self.contract:
             mine = tuple(t for c, t in token_logs if c == self.contract)
@@ -279,6 +313,12 @@ def _block_ref(block: Any) -> BlockRef:
     block = coerce.mapping(block, "block")
     return BlockRef(number=coerce.quantity(block["number"]), hash=coerce.hash32(block["hash"]),
                     time=coerce.timestamp(block["timestamp"]))
+
+
+def _log_indexes(receipt: Any) -> tuple[str, list[int]]:
+    receipt = coerce.mapping(receipt, "receipt")
+    return coerce.hash32(receipt["blockHash"]), [coerce.quantity(coerce.mapping(log, "log")["logIndex"])
+                                                 for log in receipt["logs"]]
 
 
 def _receipt_state(receipt: Any) -> tuple[bool, BlockRef]:

@@ -34,7 +34,9 @@ class Rpc:
 
     @classmethod
     def for_url(cls, url: str, *, timeout: float = 10.0, batch_size: int = 500) -> "Rpc":
-        w3 = Web3(HTTPProvider(url, request_kwargs={"timeout": timeout}))
+        # No automatic retries: a slow node must not hold a page request (or a poll) for several timeouts;
+        # the next poll is the retry.
+        w3 = Web3(HTTPProvider(url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None))
         return cls(w3, endpoint=redact(url), batch_size=batch_size, hide=secrets_of(url))
 
     @property
@@ -55,16 +57,17 @@ class Rpc:
         except Exception as exc:  # the transport, the node's error object, or undecodable bytes
             raise self.fail(f"{method} failed: {_problem(exc)}") from None
 
-    def many(self, requests: Sequence[tuple[str, list]]) -> list[Any]:
-        """Results in order. HTTP nodes get JSON-RPC batches of ``batch_size``;
-        other providers (eth-tester) are asked one by one."""
+    def many(self, requests: Sequence[tuple[str, list]], *, batch_size: int | None = None) -> list[Any]:
+        """Results in order. HTTP nodes get JSON-RPC batches of ``batch_size`` (smaller for heavy answers
+        such as full blocks); other providers (eth-tester) are asked one by one."""
         if not requests:
             return []
         if not self.remote:
             return [self.call(method, params) for method, params in requests]
+        size = batch_size or self.batch_size
         results: list[Any] = []
-        for start in range(0, len(requests), self.batch_size):
-            chunk = list(requests[start:start + self.batch_size])
+        for start in range(0, len(requests), size):
+            chunk = list(requests[start:start + size])
             self.calls += len(chunk)
             self.round_trips += 1
             try:

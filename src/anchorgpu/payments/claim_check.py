@@ -70,10 +70,12 @@ def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
 def _judge(order: Order, asset: Asset, found: TxLookup, now: datetime) -> tuple[str, int, dict]:
     if found.outcome is not LookupOutcome.FOUND:
         return _SIMPLE[found.outcome], 0, _asset_detail(asset, found.detail)
-    others = (Transfer.objects.filter(chain=asset.network, txid=found.transfers[0].txid)
-              .exclude(order=order).exists())
-    if others:
+    keys = {(t.txid, t.index) for t in found.transfers}
+    taken = set(Transfer.objects.filter(chain=asset.network, txid=found.transfers[0].txid).exclude(order=order)
+                .values_list("txid", "index"))
+    if keys <= taken:
         return O.ALREADY_CREDITED, 0, {}
+    found = TxLookup(found.outcome, tip=found.tip, transfers=tuple(t for t in found.transfers if t.key not in taken))
     tip = found.tip or 0
     for seen in found.transfers:
         transfer_observe(order=order, seen=seen, tip=tip, now=now)
@@ -124,7 +126,10 @@ def claims_recheck_due(*, now: datetime | None = None, every: timedelta = timede
         latest = order.claim_checks.filter(txid=order.claimed_txid).first()
         if latest is not None and (latest.settled or latest.checked_at > now - every):
             continue
-        claim_check(order=order, now=now, watcher=factory(order.quote.asset) if factory else None)
+        try:
+            claim_check(order=order, now=now, watcher=factory(order.quote.asset) if factory else None)
+        except Exception:  # noqa: BLE001 - one order's failure must not stop the others' checks
+            log.exception("claim recheck of order %s failed", order.reference)
         done += 1
         if done >= limit:
             break

@@ -43,6 +43,9 @@ def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str =
                         locked.pk)
             return None
         if row is None:
+            typed = _typed_by_hand(locked, asset, seen)
+            if typed is not None:
+                return None
             row = _create(locked, seen, confirmations, actor, now)
             if row is None:
                 return None
@@ -54,6 +57,24 @@ def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str =
                 return row  # one more confirmation, still short of the required number: the evaluation is the same
         payment_apply(locked, actor=actor, now=now)
     return row
+
+
+def _typed_by_hand(order: Order, asset, seen: SeenTransfer) -> Transfer | None:
+    """An operator's record of the same transaction for this order under another index: the same money,
+    perhaps, typed with the wrong index. Not credited twice: left to the operator, and said once."""
+    typed = (Transfer.objects.filter(order=order, chain=asset.network, txid=seen.txid, source=Transfer.Source.OPERATOR,
+                                     withdrawn_at__isnull=True).exclude(index=seen.index).first())
+    if typed is not None and f"watcher_index {seen.index}" not in typed.note:
+        log.warning("transfer %s: an operator recorded it at index %s, the chain has it at %s", seen.txid,
+                    typed.index, seen.index)
+        audit_record(actor=WATCHER, action="transfer_index_conflict", obj=order,
+                     reason="the watcher found this transaction at another index than the operator's record; "
+                            "the operator's record stands until corrected",
+                     data={"txid": seen.txid, "recorded_index": typed.index, "found_index": seen.index,
+                           "found_amount": str(seen.amount)})
+        typed.note = (typed.note + "\n" if typed.note else "") + f"watcher_index {seen.index}: the chain has it there"
+        typed.save(update_fields=["note"])
+    return typed
 
 
 def _create(order: Order, seen: SeenTransfer, confirmations: int, actor: str, now: datetime) -> Transfer | None:
@@ -113,15 +134,19 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
     return False
 
 
-def transfer_withdraw(*, transfer: Transfer, reason: str, actor: str = WATCHER,
-                      now: datetime | None = None) -> Transfer:
+def transfer_withdraw(*, transfer: Transfer, reason: str, expected: tuple[int | None, str] | None = None,
+                      actor: str = WATCHER, now: datetime | None = None) -> Transfer:
     """The transfer is in no block of the chain any more: it stops counting
-    (it comes back through ``transfer_observe`` if it is mined again)."""
+    (it comes back through ``transfer_observe`` if it is mined again).
+    ``expected``: the (height, hash) judged replaced; if another writer has
+    moved the row since, nothing is done."""
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(transfer.order_id)
         row = Transfer.objects.select_for_update().get(pk=transfer.pk)
         if row.withdrawn_at is not None:
+            return row
+        if expected is not None and (row.block_number, row.block_hash) != expected:
             return row
         before = (row.block_number, row.block_hash, row.confirmations)
         row.withdrawn_at, row.confirmations = now, 0

@@ -277,6 +277,12 @@ def transfer_record(*, order: Order, transfer: TransferInput, actor: str, source
             txid = normalise_txid(transfer.txid, chain=asset.chain)
         except TxIdError as exc:
             raise InvalidOrder(message(exc), code="bad_txid") from None
+        watched = (Transfer.objects.filter(order=locked, chain=asset.network, txid=txid, source=Transfer.Source.WATCHER)
+                   .exclude(index=transfer.index).first())
+        if watched is not None:
+            raise NotAllowedNow(_("The chain watcher already recorded this transaction for this order (index "
+                                  "%(index)d, %(amount)s base units); it follows its confirmations itself.")
+                                % {"index": watched.index, "amount": watched.amount}, code="duplicate_transfer")
         duplicate = Transfer.objects.filter(chain=asset.network, txid=txid, index=transfer.index).first()
         if duplicate is not None:
             where = _("this order") if duplicate.order_id == locked.pk else _("order %(ref)s") % {

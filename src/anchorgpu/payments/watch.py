@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from anchorgpu.chains.base import BlockRef, ChainUnavailable, SeenTransfer, Watcher
@@ -49,58 +50,77 @@ class _Reads:
     span: tuple[int, int] | None
     seen: list[SeenTransfer]
     unsettled: list[Transfer]
-    where: dict[str, BlockRef | None]
+    where: dict[str, BlockRef | None]  # txid -> the block its receipt or status names now
+    canonical: dict[int, str | None]  # height -> the chain's block hash there now (to trust ``where``)
     balances: dict[str, int]
     recent: dict[str, str]
 
 
-def open_quotes(asset: Asset, now: datetime) -> list[Quote]:
-    """Quotes whose address is still watched: until the monitoring window ends, whatever the order's state
-    (money reaching a settled or cancelled order is owed back, so it must be seen too)."""
-    return list(Quote.objects.filter(asset=asset, monitor_until__gt=now).select_related("order"))
-
-
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
+RECENT_BLOCKS = 12  # at least this many of the last heights read are remembered by hash
+WINDOW_SLACK = timedelta(hours=1)  # quotes whose watch window closed this long before the blocks read
 
 
-def _span(state: WatchState, head: BlockRef, required: int,
+def open_quotes(asset: Asset, since: datetime) -> list[Quote]:
+    """Quotes whose address is still watched at ``since``: until the monitoring window ends, whatever the
+    order's state (money reaching a settled or cancelled order is owed back, so it must be seen too)."""
+    return list(Quote.objects.filter(asset=asset, monitor_until__gt=since).select_related("order"))
+
+
+def _since(state: WatchState, now: datetime) -> datetime:
+    """The moment the blocks this poll reads start at, roughly: after a stop of the worker or a node
+    outage, blocks from inside a quote's window are read after the window closed, and must still be read
+    with its address."""
+    last_seen = state.tip_time or now
+    return min(now, last_seen) - WINDOW_SLACK
+
+
+def _span(state: WatchState, head: BlockRef, depth: int,
           watcher: Watcher) -> tuple[tuple[int, int] | None, dict[str, str]]:
-    """Which blocks to read, and the hashes to remember of the blocks not yet final.
+    """Which blocks to read, and the hashes to remember of the last blocks read.
 
-    From where the last poll stopped; and from lower down when a block read earlier and not final then
-    has been replaced since (a reorganisation may have put a payment into a block at a height already
-    read). Replaced blocks are found by comparing hashes, so unchanged ones are not read again."""
-    if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
-        return None, state.recent  # no new block since the last poll
+    From where the last poll stopped; and from lower down when a block read earlier has been replaced
+    since (a reorganisation may have put a payment into a block at a height already read). Replaced
+    blocks are found by comparing hashes, so unchanged ones are not read again."""
     start = state.next_block if state.next_block is not None else max(0, head.number - settings.ANCHORGPU_WATCH_LOOKBACK)
     start = min(start, head.number + 1)
-    window = range(max(0, head.number - max(required, 1) + 1), head.number + 1)
+    window = range(max(0, head.number - depth + 1), head.number + 1)
     known = {int(h): v for h, v in (state.recent or {}).items()}
-    now_at = watcher.hashes(set(known) | {h for h in window if h < start + settings.ANCHORGPU_WATCH_MAX_BLOCKS})
-    replaced = [h for h, old in known.items() if now_at.get(h) != old]
+    upcoming = {h for h in window if h < start + settings.ANCHORGPU_WATCH_MAX_BLOCKS}
+    now_at = watcher.hashes(set(known) | upcoming)
+    replaced = [h for h, old in known.items() if h <= head.number and now_at.get(h) != old]
     first = min([start, *replaced])
     last = min(head.number, first + settings.ANCHORGPU_WATCH_MAX_BLOCKS - 1)
-    recent = {str(h): now_at[h] for h in window if h <= last and now_at.get(h)}
+    # Remember the window's hashes up to the last block read; a known height the node does not reach
+    # (it is behind) keeps its old hash, to be compared again next time.
+    recent = {str(h): v for h, v in known.items() if h > head.number and h >= window.start}
+    recent.update({str(h): now_at[h] for h in window if h <= last and now_at.get(h)})
     return ((first, last) if first <= last else None), recent
 
 
 def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> tuple[_Reads, dict[str, Quote]]:
     head = watcher.head()
     # The open quotes are read after the tip: a quote made later cannot have been paid in a block up to it.
-    by_address = {q.address.lower(): q for q in open_quotes(asset, now)}
-    required = asset.confirmations_required
+    quotes = open_quotes(asset, _since(state, now))
+    by_address = {q.address.lower(): q for q in quotes}
     if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
-        return _Reads(head, None, [], [], {}, {}, state.recent), by_address  # no new block: nothing changed
-    span, recent = _span(state, head, required, watcher)
+        return _Reads(head, None, [], [], {}, {}, {}, state.recent), by_address  # no new block: nothing changed
+    # Quotes keep the confirmations they were made with, even after the operator changes the asset's.
+    required = max([asset.confirmations_required, *(q.confirmations_required for q in quotes)])
+    span, recent = _span(state, head, max(required, RECENT_BLOCKS), watcher)
     seen = watcher.scan(set(by_address), *span) if span and by_address else []
-    unsettled = list(Transfer.objects.filter(asset=asset, withdrawn_at__isnull=True, confirmations__lt=required)
+    unsettled = list(Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
+                                             confirmations__lt=F("order__quote__confirmations_required"))
                      .select_related("order__quote"))
     where = watcher.locate({t.txid for t in unsettled}) if unsettled else {}
+    heights = {t.block_number for t in unsettled if where.get(t.txid) is None and t.block_number is not None}
+    heights |= {ref.number for ref in where.values() if ref is not None and ref.number <= head.number}
+    canonical = watcher.hashes(heights) if heights else {}
     balances = {}
     crossed = state.tip is None or head.number // BALANCE_EVERY_BLOCKS != state.tip // BALANCE_EVERY_BLOCKS
     if asset.chain == "evm" and not asset.is_token and by_address and crossed and hasattr(watcher, "balances"):
         balances = watcher.balances(set(by_address), head.number)
-    return _Reads(head, span, seen, unsettled, where, balances, recent), by_address
+    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent), by_address
 
 
 def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | None = None) -> PollReport | None:
@@ -121,50 +141,69 @@ def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | 
         return report
     report.watched = len(by_address)
     report.tip, report.scanned, report.found = reads.head.number, reads.span, len(reads.seen)
-    _write(asset, reads, by_address, report, now)
+    retry_from = _write(asset, reads, by_address, report, now)
     state.tip, state.tip_hash, state.tip_time = reads.head.number, reads.head.hash, reads.head.time
     if reads.span is not None:
-        state.next_block = reads.span[1] + 1
+        # A transfer that could not be written is read again next time, from its block.
+        state.next_block = min(reads.span[1] + 1, retry_from) if retry_from is not None else reads.span[1] + 1
     state.recent = reads.recent
+    if report.failures:
+        report.ok = False
+        report.error = f"{len(report.failures)} write(s) failed and are retried: {report.failures[0]}"[:2000]
     _save_state(state, report, now, started, watcher)
     return report
 
 
-def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: PollReport, now: datetime) -> None:
+def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: PollReport,
+           now: datetime) -> int | None:
+    """Write what the reads found; returns the lowest block whose transfer could not be written."""
     tip = reads.head.number
+    retry_from = None
     for seen in reads.seen:
         quote = by_address.get(seen.to)
         if quote is None:
             continue
-        _guarded(report, f"record {seen.txid}:{seen.index}",
-                 lambda: transfer_observe(order=quote.order, seen=seen, tip=tip, now=now))
+        if not _guarded(report, f"record {seen.txid}:{seen.index}",
+                        lambda: transfer_observe(order=quote.order, seen=seen, tip=tip, now=now)):
+            height = seen.block.number if seen.block else reads.span[0]
+            retry_from = height if retry_from is None else min(retry_from, height)
     fresh = {(t.txid, t.index) for t in reads.seen}
     for row in reads.unsettled:
         if (row.txid, row.index) in fresh:
             continue  # the scan just brought it up to date
         block = reads.where.get(row.txid)
         if block is None:
-            if row.source == Transfer.Source.WATCHER and row.block_hash:
+            now_there = reads.canonical.get(row.block_number) if row.block_number is not None else None
+            # Withdrawn only when its block was really replaced: a node that is merely behind, or that lost
+            # a receipt, answers "no receipt" too, and must not take a payment away.
+            if row.block_hash and now_there is not None and now_there != row.block_hash:
                 report.withdrawn += 1
                 _guarded(report, f"withdraw {row}", lambda: transfer_withdraw(
-                    transfer=row, now=now, reason=f"block {row.block_number} ({row.block_hash[:18]}…) was replaced "
-                                                  "and the transaction is in no block now"))
-            continue  # still in the mempool, or an operator's record the chain does not show: left alone
+                    transfer=row, expected=(row.block_number, row.block_hash), now=now,
+                    reason=f"block {row.block_number} ({row.block_hash[:18]}…) was replaced by {now_there[:18]}… "
+                           "and the transaction is in no block now"))
+            continue  # still in the mempool, or the node is behind: looked at again next poll
+        if block.number > tip or reads.canonical.get(block.number) != block.hash:
+            continue  # a receipt naming a block the chain does not have (yet): not believed
         again = SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
                              sender=row.sender, block=block)
         _guarded(report, f"update {row}", lambda: transfer_observe(order=row.order, seen=again, tip=tip, now=now))
     if reads.balances:
         _note_balances(asset, reads.balances, by_address)
+    return retry_from
 
 
-def _guarded(report: PollReport, what: str, write) -> None:
-    """One order's write failing (a bug, a lock timeout) must not stop the others; it is logged and retried."""
+def _guarded(report: PollReport, what: str, write) -> bool:
+    """One order's write failing (a bug, a lock timeout) must not stop the others; it is logged, and
+    the poll reads its block again next time. False when it failed."""
     try:
         if write() is not None:
             report.recorded += 1
+        return True
     except Exception as exc:  # noqa: BLE001 - logged with its traceback, the poll goes on
         log.exception("watch: %s failed", what)
         report.failures.append(f"{what}: {exc}")
+        return False
 
 
 def _note_balances(asset: Asset, balances: dict[str, int], by_address: dict[str, Quote]) -> None:

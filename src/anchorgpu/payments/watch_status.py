@@ -36,6 +36,9 @@ def _status(url: str, state: WatchState | None, now: datetime) -> str:
         return "waiting"
     stalled = state.last_success_at is None or \
         (now - state.last_success_at).total_seconds() > settings.ANCHORGPU_WATCH_STALL_SECONDS
+    # A node that answers but is stuck on an old block is no better than one that is down.
+    if state.tip_time is not None and (now - state.tip_time).total_seconds() > settings.ANCHORGPU_WATCH_TIP_AGE_SECONDS:
+        stalled = True
     if stalled:
         return "stalled"
     return "failing" if state.errors_in_row else "ok"
