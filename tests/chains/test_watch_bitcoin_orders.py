@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from anchorgpu.audit.models import AuditEntry
 from anchorgpu.chains.bitcoin import REGTEST_POW_LIMIT_BITS
 from anchorgpu.chains.esplora import BitcoinWatcher
 from anchorgpu.payments.claim_check import claim_check
@@ -95,3 +96,21 @@ def test_data_that_does_not_hash_to_the_claimed_id_is_rejected(explorer, testnet
     check = claim_check(order=order, watcher=watcher(explorer))
     assert check.outcome == O.BAD_DATA
     assert not Transfer.objects.exists() and fresh(order).state == "payment_claimed"
+
+
+def test_a_mempool_transfer_that_disappears_is_withdrawn(explorer, testnet):
+    order = order_for(100_000, shop.customer())
+    order = payment_claim(order=order, actor="alice", txid=IN_MEMPOOL)
+    claim_check(order=order, watcher=watcher(explorer))
+    watch_poll(testnet, watcher=watcher(explorer))  # (it also finds the two mined payments to this address)
+    row = Transfer.objects.get(order=order, txid=IN_MEMPOOL)
+    assert row.withdrawn_at is None  # still waiting in the mempool: kept
+    del explorer.transactions[IN_MEMPOOL]  # double-spent, or replaced by fee
+    report = watch_poll(testnet, watcher=watcher(explorer))
+    assert report.ok and report.withdrawn == 1
+    row.refresh_from_db()
+    assert row.withdrawn_at is not None
+    entry = AuditEntry.objects.get(object_id=str(order.pk), action="transfer_withdrawn")
+    assert "never mined and the node no longer knows it" in entry.reason
+    assert fresh(order).state == "paid"  # by the two mined payments, which stay
+    assert Transfer.objects.filter(order=order, withdrawn_at__isnull=True).count() == 2

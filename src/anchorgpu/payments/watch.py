@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from anchorgpu.chains.base import BlockRef, ChainUnavailable, SeenTransfer, Watcher
+from anchorgpu.chains.base import BlockRef, ChainUnavailable, LookupOutcome, SeenTransfer, Watcher
 
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
@@ -54,6 +54,7 @@ class _Reads:
     canonical: dict[int, str | None]  # height -> the chain's block hash there now (to trust ``where``)
     balances: dict[str, int]
     recent: dict[str, str]
+    dropped: set[str] = field(default_factory=set)  # unmined transfers the node no longer knows at all
 
 
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
@@ -104,7 +105,9 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     quotes = open_quotes(asset, _since(state, now))
     by_address = {q.address.lower(): q for q in quotes}
     if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
-        return _Reads(head, None, [], [], {}, {}, {}, state.recent), by_address  # no new block: nothing changed
+        # No new block: nothing changed on chain, but an unmined transfer may have left the mempool.
+        waiting, dropped = _dropped(asset, watcher)
+        return _Reads(head, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
     # Quotes keep the confirmations they were made with, even after the operator changes the asset's.
     required = max([asset.confirmations_required, *(q.confirmations_required for q in quotes)])
     span, recent = _span(state, head, max(required, RECENT_BLOCKS), watcher)
@@ -120,7 +123,22 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     crossed = state.tip is None or head.number // BALANCE_EVERY_BLOCKS != state.tip // BALANCE_EVERY_BLOCKS
     if asset.chain == "evm" and not asset.is_token and by_address and crossed and hasattr(watcher, "balances"):
         balances = watcher.balances(set(by_address), head.number)
-    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent), by_address
+    _waiting, dropped = _dropped(asset, watcher, [t for t in unsettled if not t.block_hash and where.get(t.txid) is None])
+    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent, dropped), by_address
+
+
+def _dropped(asset: Asset, watcher: Watcher, rows: list[Transfer] | None = None) -> tuple[list[Transfer], set[str]]:
+    """Transfers recorded from the mempool (a Bitcoin claim) that the explorer no longer knows: double-spent,
+    replaced by fee, or expired from the mempool. They stop counting as pending (they come back if seen)."""
+    if rows is None:
+        rows = list(Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
+                                            block_hash="").select_related("order__quote"))
+    gone = set()
+    for txid in sorted({t.txid for t in rows}):
+        address = next(t.order.quote.address for t in rows if t.txid == txid)
+        if watcher.lookup(txid, address).outcome is LookupOutcome.NOT_FOUND:
+            gone.add(txid)
+    return rows, gone
 
 
 def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | None = None) -> PollReport | None:
@@ -172,6 +190,13 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
         if (row.txid, row.index) in fresh:
             continue  # the scan just brought it up to date
         block = reads.where.get(row.txid)
+        if block is None and not row.block_hash and row.txid in reads.dropped:
+            report.withdrawn += 1
+            _guarded(report, f"withdraw {row}", lambda: transfer_withdraw(
+                transfer=row, expected=(None, ""), now=now,
+                reason="it was never mined and the node no longer knows it (double-spent, replaced or dropped "
+                       "from the mempool)"))
+            continue
         if block is None:
             now_there = reads.canonical.get(row.block_number) if row.block_number is not None else None
             # Withdrawn only when its block was really replaced: a node that is merely behind, or that lost
