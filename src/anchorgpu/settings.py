@@ -20,6 +20,8 @@ ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while cat
 ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of an asset starts at (100)
 ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS          ... or whose newest block is older than this (7200)
+ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
+ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
 """
 
 from __future__ import annotations
@@ -78,10 +80,13 @@ INSTALLED_APPS = [
     "anchorgpu.orders",
     "anchorgpu.billing",
     "anchorgpu.simulations",
+    "anchorgpu.ops",
     "anchorgpu.web",
 ]
 
 MIDDLEWARE = [
+    "anchorgpu.ops.logs.RequestIdMiddleware",
+    "anchorgpu.ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -200,8 +205,10 @@ LOGOUT_REDIRECT_URL = "catalog"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+                   "json": {"()": "anchorgpu.ops.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             "formatter": "plain" if os.environ.get("ANCHORGPU_LOG_FORMAT") == "plain" else "json"}},
     "root": {"handlers": ["console"], "level": os.environ.get("ANCHORGPU_LOG_LEVEL", "INFO")},
     # Their debug lines carry a node's full URL, which may hold an API key: never below WARNING.
     "loggers": {name: {"level": "WARNING"} for name in ("web3", "urllib3", "requests")},
@@ -223,5 +230,7 @@ ANCHORGPU_WATCH_MAX_BLOCKS = _whole("ANCHORGPU_WATCH_MAX_BLOCKS", 500)
 ANCHORGPU_WATCH_LOOKBACK = _whole("ANCHORGPU_WATCH_LOOKBACK", 100, minimum=0)
 ANCHORGPU_WATCH_STALL_SECONDS = _whole("ANCHORGPU_WATCH_STALL_SECONDS", 600, minimum=30)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS = _whole("ANCHORGPU_WATCH_TIP_AGE_SECONDS", 7200, minimum=60)
+# /metrics answers with this bearer token; without one, only to requests from the machine itself.
+ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

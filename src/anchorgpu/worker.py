@@ -44,14 +44,24 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
 
 
 def run_once() -> dict[str, int]:
+    from django.utils import timezone
+
+    from anchorgpu.ops.sweeps import sweep_recorded
+
     results = {}
     for name, sweep in _sweeps():
         close_old_connections()
+        started_at, started = timezone.now(), time.monotonic()
         try:
             results[name] = sweep()
-        except Exception:  # one failing sweep must not stop the others
+        except Exception as exc:  # one failing sweep must not stop the others
             log.exception("sweep %s failed", name)
             results[name] = -1
+            sweep_recorded(name=name, started_at=started_at, seconds=time.monotonic() - started,
+                           error=f"{type(exc).__name__}: {exc}")
+        else:
+            sweep_recorded(name=name, started_at=started_at, seconds=time.monotonic() - started,
+                           result=results[name])
     return results
 
 

@@ -1,0 +1,165 @@
+"""Prometheus metrics at ``/metrics``.
+
+Request latency is measured in this process (one histogram per view, method
+and status class). Everything else is read from the database at scrape time,
+so every server process and the worker tell the same story: orders by state,
+live holds and bookings, each chain watcher's lag and errors, and the
+worker's sweeps (written by the worker after each run).
+
+The page is for the operators' monitoring, not the public: it answers only
+with the bearer token ``ANCHORGPU_METRICS_TOKEN`` or, without one set, to a
+request from the machine itself.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.models import Count, Q
+from django.http import HttpResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+REQUEST_SECONDS = Histogram(
+    "anchorgpu_request_seconds", "Time to answer an HTTP request, by view.", ["view", "method", "status"],
+    registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+
+
+class RequestMetricsMiddleware:
+    """Times every request (outermost, so the whole stack counts)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        view = (match.view_name or match._func_path) if match is not None else "unresolved"
+        REQUEST_SECONDS.labels(view=view, method=request.method if request.method in _METHODS else "other",
+                               status=f"{response.status_code // 100}xx").observe(time.perf_counter() - started)
+        return response
+
+
+_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+
+class ShopCollector:
+    """Gauges read from the database when Prometheus scrapes."""
+
+    def describe(self):
+        return []  # nothing is read when the collector is registered (at import, before the database is ready)
+
+    def collect(self):
+        try:
+            yield from self._orders()
+            yield from self._bookings()
+            yield from self._watchers()
+            yield from self._sweeps()
+        except DatabaseError:
+            up = GaugeMetricFamily("anchorgpu_database_up", "1 when the database answered this scrape.")
+            up.add_metric([], 0)
+            yield up
+            return
+        up = GaugeMetricFamily("anchorgpu_database_up", "1 when the database answered this scrape.")
+        up.add_metric([], 1)
+        yield up
+
+    def _orders(self):
+        from anchorgpu.orders.models import Order
+        from anchorgpu.orders.states import OrderState
+
+        counts = dict(Order.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+        family = GaugeMetricFamily("anchorgpu_orders", "Orders by state.", labels=["state"])
+        for state in OrderState:
+            family.add_metric([state.value], counts.get(state.value, 0))
+        yield family
+
+    def _bookings(self):
+        from anchorgpu.allocation.models import Booking
+
+        now = timezone.now()
+        live = Booking.objects.filter(state=Booking.State.LIVE).filter(
+            ~Q(kind=Booking.Kind.HOLD) | Q(expires_at__gt=now))  # an expired hold no longer counts
+        counts = dict(live.values_list("kind").annotate(n=Count("id")).values_list("kind", "n"))
+        holds = GaugeMetricFamily("anchorgpu_holds_live", "Holds on cards during a payment window, not expired.")
+        holds.add_metric([], counts.get(Booking.Kind.HOLD, 0))
+        yield holds
+        family = GaugeMetricFamily("anchorgpu_bookings_live", "Live bookings by kind.", labels=["kind"])
+        for kind in Booking.Kind:
+            family.add_metric([kind.value], counts.get(kind.value, 0))
+        yield family
+
+    def _watchers(self):
+        from anchorgpu.payments.watch_status import watch_rows
+
+        lag = GaugeMetricFamily("anchorgpu_chain_watcher_lag_blocks", "Blocks at the tip not yet read.",
+                                labels=["asset"])
+        since = GaugeMetricFamily("anchorgpu_chain_watcher_seconds_since_success",
+                                  "Seconds since the last good poll.", labels=["asset"])
+        errors = GaugeMetricFamily("anchorgpu_chain_watcher_errors_in_row", "Failed polls in a row.",
+                                   labels=["asset"])
+        healthy = GaugeMetricFamily("anchorgpu_chain_watcher_ok", "1 when the watcher is neither failing nor "
+                                    "stalled.", labels=["asset"])
+        tip = GaugeMetricFamily("anchorgpu_chain_watcher_tip", "The last block height seen.", labels=["asset"])
+        for row in watch_rows():
+            if row.status == "off":
+                continue
+            code, state = row.asset.code, row.state
+            healthy.add_metric([code], 1 if row.status == "ok" else 0)
+            errors.add_metric([code], state.errors_in_row if state else 0)
+            if state is not None and state.lag_blocks is not None:
+                lag.add_metric([code], state.lag_blocks)
+            if state is not None and state.tip is not None:
+                tip.add_metric([code], state.tip)
+            if row.seconds_since_success is not None:
+                since.add_metric([code], row.seconds_since_success)
+        yield from (lag, since, errors, healthy, tip)
+
+    def _sweeps(self):
+        from .models import SweepRecord
+
+        runs = CounterMetricFamily("anchorgpu_worker_sweep_runs", "Runs of each worker sweep.", labels=["sweep"])
+        failures = CounterMetricFamily("anchorgpu_worker_sweep_failures", "Failed runs of each worker sweep.",
+                                       labels=["sweep"])
+        spent = CounterMetricFamily("anchorgpu_worker_sweep_seconds", "Time spent in each sweep.", labels=["sweep"])
+        last = GaugeMetricFamily("anchorgpu_worker_sweep_last_seconds", "How long the last run took.",
+                                 labels=["sweep"])
+        when = GaugeMetricFamily("anchorgpu_worker_sweep_last_run_timestamp_seconds",
+                                 "When the last run started (Unix time).", labels=["sweep"])
+        for record in SweepRecord.objects.all():
+            runs.add_metric([record.name], record.runs)
+            failures.add_metric([record.name], record.failures)
+            spent.add_metric([record.name], record.total_seconds)
+            last.add_metric([record.name], record.last_seconds)
+            if record.last_started_at:
+                when.add_metric([record.name], record.last_started_at.timestamp())
+        yield from (runs, failures, spent, last, when)
+
+
+REGISTRY.register(ShopCollector())
+
+
+def _allowed(request) -> bool:
+    token = getattr(settings, "ANCHORGPU_METRICS_TOKEN", "")
+    if token:
+        given = request.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+    return request.META.get("REMOTE_ADDR") in ("127.0.0.1", "::1")
+
+
+@never_cache
+@require_GET
+def metrics(request):
+    if not _allowed(request):
+        return HttpResponse("Metrics are for the operators' monitoring: send the bearer token set in "
+                            "ANCHORGPU_METRICS_TOKEN (or ask from the machine itself when none is set).\n",
+                            status=403, content_type="text/plain; charset=utf-8")
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

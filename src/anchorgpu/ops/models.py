@@ -1,0 +1,24 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class SweepRecord(models.Model):
+    """How the worker's sweeps have been going (one row per sweep), for /metrics and the operators."""
+
+    name = models.CharField(_("sweep"), max_length=60, unique=True)
+    runs = models.PositiveBigIntegerField(_("runs"), default=0)
+    failures = models.PositiveBigIntegerField(_("failures"), default=0)
+    last_started_at = models.DateTimeField(_("last started"), null=True, blank=True)
+    last_seconds = models.FloatField(_("last run took (s)"), default=0.0)
+    total_seconds = models.FloatField(_("time spent in all runs (s)"), default=0.0)
+    last_result = models.BigIntegerField(_("last result"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True)
+    last_failed_at = models.DateTimeField(_("last failed"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("worker sweep")
+        verbose_name_plural = _("worker sweeps")
+
+    def __str__(self) -> str:
+        return self.name
