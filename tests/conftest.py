@@ -72,8 +72,12 @@ def vendor() -> str:
 
 @pytest.fixture(autouse=True)
 def _demo_deposit_keys_allowed(settings):
-    """Tests take orders to the demo's public test-vector deposit keys (never in production)."""
+    """Tests take orders to the demo's public test-vector deposit keys (never in production). Passwords are
+    hashed cheaply here: Argon2 costs ~0.1 s and 100 MiB a hash, by design (tests/ops/test_security.py checks
+    the real setting)."""
     settings.ANCHORGPU_ALLOW_TEST_KEYS = True
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
+                                 *settings.PASSWORD_HASHERS]
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,9 @@ ANCHORGPU_DATABASE_URL or DATABASE_URL   postgres://user@host:5432/name (default
 ANCHORGPU_DATA_DIR                       where the SQLite file lives (default: ./var)
 ANCHORGPU_SECRET_KEY                     required in production
 ANCHORGPU_DEBUG                          "1" for development error pages
+ANCHORGPU_ENV                            "production" checks the key, DEBUG and hosts, and turns on secure cookies,
+                                         HSTS (ANCHORGPU_HSTS_SECONDS) and the HTTPS redirect (ANCHORGPU_SSL_REDIRECT;
+                                         X-Forwarded-Proto trusted unless ANCHORGPU_BEHIND_TLS_PROXY=0)
 ANCHORGPU_ALLOWED_HOSTS                  comma-separated host names
 ANCHORGPU_HOLD_MINUTES                   how long a hold lasts when no quote sets it (60)
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
@@ -60,8 +63,35 @@ def _flag(name: str, default: bool = False) -> bool:
 
 
 DEBUG = _flag("ANCHORGPU_DEBUG")
+PRODUCTION = os.environ.get("ANCHORGPU_ENV", "development").strip().lower() == "production"
+if PRODUCTION:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from anchorgpu.production import ProductionSettingsError, check
+
+    try:
+        check(secret_key=os.environ.get("ANCHORGPU_SECRET_KEY"), debug=DEBUG,
+              allowed_hosts=os.environ.get("ANCHORGPU_ALLOWED_HOSTS"))
+    except ProductionSettingsError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+
+# Browser-side protections, everywhere; the ones that need TLS, in production.
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = _whole("ANCHORGPU_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_SSL_REDIRECT = _flag("ANCHORGPU_SSL_REDIRECT", default=True)
+    if _flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True):
+        # The TLS proxy in front says the original scheme; it must overwrite a client's own header.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -88,6 +118,7 @@ MIDDLEWARE = [
     "anchorgpu.ops.logs.RequestIdMiddleware",
     "anchorgpu.ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "anchorgpu.production.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -148,6 +179,11 @@ _SQLITE_OPTIONS = {
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Argon2id for new and changed passwords; older PBKDF2 hashes still verify and are upgraded at the next log-in.
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -49,11 +49,17 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A fresh page. Every test using it also checks that nothing it visited broke the
+    Content-Security-Policy (an inline script or style would show up here as a console error)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB")
     page = context.new_page()
     page.set_default_timeout(15_000)
+    refused = []
+    page.on("console", lambda msg: refused.append(f"{page.url}: {msg.text}")
+            if "Content Security Policy" in msg.text else None)
     yield page
     context.close()
+    assert not refused, "the Content-Security-Policy refused:\n" + "\n".join(refused)
 
 
 @pytest.fixture

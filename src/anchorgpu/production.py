@@ -1,0 +1,75 @@
+"""What production requires of the settings, checked when they load.
+
+``ANCHORGPU_ENV=production`` turns the checks on: the shop then refuses to
+start with the development secret key (or a short one), with DEBUG on, or
+without its own host names, and it sets the cookie and transport options a
+shop behind TLS needs. Plain functions of the environment, so they are tested
+without starting Django.
+"""
+
+from __future__ import annotations
+
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me-in-production"
+MIN_SECRET_KEY_LENGTH = 50
+
+
+class ProductionSettingsError(Exception):
+    """Raised as ImproperlyConfigured by settings.py; the message lists every problem at once."""
+
+
+def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None) -> list[str]:
+    found = []
+    if not secret_key or secret_key == DEV_SECRET_KEY:
+        found.append("ANCHORGPU_SECRET_KEY is not set: give a random value of at least "
+                     f"{MIN_SECRET_KEY_LENGTH} characters (e.g. python -c 'import secrets; "
+                     "print(secrets.token_urlsafe(64))')")
+    elif len(secret_key) < MIN_SECRET_KEY_LENGTH or len(set(secret_key)) < 8:
+        found.append(f"ANCHORGPU_SECRET_KEY is too weak: at least {MIN_SECRET_KEY_LENGTH} characters, "
+                     "and not a repeated pattern")
+    if debug:
+        found.append("ANCHORGPU_DEBUG is on: debug pages show settings and code to anyone; set it to 0")
+    hosts = [h.strip() for h in (allowed_hosts or "").split(",") if h.strip()]
+    if not hosts:
+        found.append("ANCHORGPU_ALLOWED_HOSTS is not set: list the shop's host names, comma-separated")
+    elif "*" in hosts:
+        found.append("ANCHORGPU_ALLOWED_HOSTS contains '*': list the shop's own host names")
+    return found
+
+
+def check(*, secret_key: str | None, debug: bool, allowed_hosts: str | None) -> None:
+    found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts)
+    if found:
+        raise ProductionSettingsError("Production settings refused (ANCHORGPU_ENV=production):\n- "
+                                      + "\n- ".join(found))
+
+
+# The Content-Security-Policy of every page: scripts, styles, fonts and fetches from the shop itself only
+# (no inline script or style anywhere: htmx runs with eval and its injected styles turned off), images also
+# as data: URIs (the QR code), no plugins, no framing, forms posting back to the shop.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
+
+
+class SecurityHeadersMiddleware:
+    """Adds the Content-Security-Policy (Django 5.2 has none of its own) and keeps the browser from
+    guessing types or leaking full addresses to other sites."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        response.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+        response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+        return response

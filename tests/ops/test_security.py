@@ -1,0 +1,65 @@
+"""Production settings refuse to start unsafe; every response carries the browser protections; passwords
+are hashed with Argon2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.contrib.auth.hashers import make_password
+
+from anchorgpu.production import CONTENT_SECURITY_POLICY, DEV_SECRET_KEY, problems
+
+GOOD_KEY = "k" * 20 + "Zq8Lp3Vx0Rt7Yb2Nm5Hc9Jd4Gw1Fs6" + "A" * 10
+
+
+def test_production_problems_are_each_named():
+    assert problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="shop.example") == []
+    found = problems(secret_key=DEV_SECRET_KEY, debug=True, allowed_hosts="")
+    assert [p.split(" ")[0] for p in found] == ["ANCHORGPU_SECRET_KEY", "ANCHORGPU_DEBUG", "ANCHORGPU_ALLOWED_HOSTS"]
+    assert "too weak" in problems(secret_key="x" * 60, debug=False, allowed_hosts="a")[0]
+    assert "too weak" in problems(secret_key="short-key", debug=False, allowed_hosts="a")[0]
+    assert "'*'" in problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="*")[0]
+
+
+def _settings_in_production(**env) -> subprocess.CompletedProcess:
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT, "
+            "s.SECURE_PROXY_SSL_HEADER)")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORGPU_")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**base, "DJANGO_SETTINGS_MODULE": "anchorgpu.settings", "ANCHORGPU_ENV": "production",
+                               "ANCHORGPU_DATA_DIR": os.environ.get("ANCHORGPU_DATA_DIR", "/tmp"), **env})
+
+
+def test_production_refuses_to_start_unsafe_and_secures_cookies_and_transport():
+    refused = _settings_in_production(ANCHORGPU_DEBUG="1")
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured: Production settings refused (ANCHORGPU_ENV=production)" in refused.stderr
+    for name in ("ANCHORGPU_SECRET_KEY is not set", "ANCHORGPU_DEBUG is on", "ANCHORGPU_ALLOWED_HOSTS is not set"):
+        assert name in refused.stderr
+    started = _settings_in_production(ANCHORGPU_SECRET_KEY=GOOD_KEY, ANCHORGPU_ALLOWED_HOSTS="shop.example")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["True", "True", "31536000", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
+
+
+@pytest.mark.django_db
+def test_every_page_carries_the_browser_protections(client):
+    for path in ("/en/", "/healthz", "/admin/login/", "/api/v1/offers?product=h100-sxm-80gb"):
+        response = client.get(path)
+        assert response["Content-Security-Policy"] == CONTENT_SECURITY_POLICY, path
+        assert response["X-Frame-Options"] == "DENY" and response["X-Content-Type-Options"] == "nosniff", path
+        assert response["Referrer-Policy"] == "same-origin" and response["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY and "script-src 'self'" in CONTENT_SECURITY_POLICY
+
+
+def test_passwords_are_hashed_with_argon2():
+    from anchorgpu import settings as project
+
+    assert project.PASSWORD_HASHERS[0] == "django.contrib.auth.hashers.Argon2PasswordHasher"
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=project.PASSWORD_HASHERS):
+        assert make_password("correct horse battery").startswith("argon2$argon2id$")
