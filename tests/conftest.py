@@ -76,6 +76,7 @@ def _demo_deposit_keys_allowed(settings):
     hashed cheaply here: Argon2 costs ~0.1 s and 100 MiB a hash, by design (tests/ops/test_security.py checks
     the real setting)."""
     settings.ANCHORGPU_ALLOW_TEST_KEYS = True
+    settings.ANCHORGPU_RATE_LIMITS = False  # every test client is 127.0.0.1; tests/ops/test_rate_limits.py turns them on
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
                                  *settings.PASSWORD_HASHERS]
 

@@ -23,6 +23,7 @@ ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while cat
 ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of an asset starts at (100)
 ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS          ... or whose newest block is older than this (7200)
+ANCHORGPU_RATE_LIMITS                    "0" turns off the rate limits on log-in, sign-up, reset, "I've paid", orders
 ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
 ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
 """
@@ -266,6 +267,10 @@ ANCHORGPU_WATCH_MAX_BLOCKS = _whole("ANCHORGPU_WATCH_MAX_BLOCKS", 500)
 ANCHORGPU_WATCH_LOOKBACK = _whole("ANCHORGPU_WATCH_LOOKBACK", 100, minimum=0)
 ANCHORGPU_WATCH_STALL_SECONDS = _whole("ANCHORGPU_WATCH_STALL_SECONDS", 600, minimum=30)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS = _whole("ANCHORGPU_WATCH_TIP_AGE_SECONDS", 7200, minimum=60)
+# Rate limits on log-in, sign-up, password reset, "I've paid" and order creation (anchorgpu.ops.ratelimit).
+ANCHORGPU_RATE_LIMITS = _flag("ANCHORGPU_RATE_LIMITS", default=True)
+# Behind the TLS proxy in production, the visitor's address is the last hop of X-Forwarded-For.
+ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = PRODUCTION and _flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True)
 # /metrics answers with this bearer token; without one, only to requests from the machine itself.
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

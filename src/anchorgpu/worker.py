@@ -21,6 +21,7 @@ log = logging.getLogger("anchorgpu.worker")
 def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
     from anchorgpu.orders.fulfilment import provision_due
+    from anchorgpu.ops.ratelimit import rate_events_purge
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.payments.claim_check import claims_recheck_due
     from anchorgpu.payments.watch import watch_poll_all
@@ -40,6 +41,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("terms_warn_due", lambda: terms_warn_due()),
         ("simulations_requeue_stale", lambda: jobs_requeue_stale()),
         ("simulations_purge_old", lambda: jobs_purge_old()),
+        ("rate_events_purge", lambda: rate_events_purge()),
     ]
 
 

@@ -22,3 +22,17 @@ class SweepRecord(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RateEvent(models.Model):
+    """One attempt at a rate-limited action (see ``ops.ratelimit``); the key is a keyed hash, never the
+    address or e-mail itself. Purged by the worker once older than the longest window."""
+
+    scope = models.CharField(_("scope"), max_length=40)
+    key = models.CharField(_("key"), max_length=64)
+    at = models.DateTimeField(_("at"))
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "key", "at"], name="rate_event_window")]
+        verbose_name = _("rate-limited attempt")
+        verbose_name_plural = _("rate-limited attempts")

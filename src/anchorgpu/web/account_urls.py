@@ -3,20 +3,22 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
+from anchorgpu.ops.ratelimit import rate_limited
+
 from . import accounts, token_views
 
 urlpatterns = [
-    path("signup/", accounts.signup, name="signup"),
-    path("login/", auth_views.LoginView.as_view(
-        template_name="accounts/login.html", authentication_form=accounts.EmailLoginForm), name="login"),
+    path("signup/", rate_limited("signup")(accounts.signup), name="signup"),
+    path("login/", rate_limited("login")(auth_views.LoginView.as_view(
+        template_name="accounts/login.html", authentication_form=accounts.EmailLoginForm)), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password/", auth_views.PasswordChangeView.as_view(
         template_name="accounts/password_change_form.html", success_url=reverse_lazy("password_change_done")),
         name="password_change"),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(
         template_name="accounts/password_change_done.html"), name="password_change_done"),
-    path("reset/", accounts.PasswordResetView.as_view(success_url=reverse_lazy("password_reset_done")),
-         name="password_reset"),
+    path("reset/", rate_limited("password_reset")(
+        accounts.PasswordResetView.as_view(success_url=reverse_lazy("password_reset_done"))), name="password_reset"),
     path("reset/sent/", auth_views.PasswordResetDoneView.as_view(
         template_name="accounts/password_reset_done.html"), name="password_reset_done"),
     path("reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(

@@ -23,6 +23,7 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.orders.errors import InvalidOrder, OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel, order_place
+from anchorgpu.ops.ratelimit import RateLimited, rate_check
 from anchorgpu.payments.claim_check import claim_check_after_claim
 from anchorgpu.payments.services import payment_claim
 
@@ -68,6 +69,11 @@ def api_endpoint(*methods: str, auth: bool = True):
                         return _unauthorized(request)
                 try:
                     return view(request, *args, **kwargs)
+                except RateLimited as exc:
+                    response = api_error(429, "rate_limited", _("Too many attempts: try again in %(seconds)d s.")
+                                         % {"seconds": exc.retry_after})
+                    response["Retry-After"] = str(exc.retry_after)
+                    return response
                 except BodyError as exc:
                     return exc.response
                 except OrderError as exc:
@@ -162,6 +168,7 @@ def _order_create(request):
     form = CheckoutForm(data, product=product)
     if not form.is_valid():
         return form_error(form)
+    rate_check(request, "order", user=user)  # a replayed key (above) is not a new attempt
     checkout = replace(form.checkout(language=translation.get_language() or "en"), idempotency_key=f"api-{key}")
     with transaction.atomic():
         try:
@@ -204,6 +211,7 @@ def order_detail(request, reference: str):
 def order_paid(request, reference: str):
     """ "I've paid", with the transaction id when the customer has one."""
     order = _own_order(request, reference)
+    rate_check(request, "claim", user=request.api_user)
     _no_query(request)
     body = api_body.read_json(request, fields={"txid"}, optional=True)
     txid = body.get("txid")

@@ -159,13 +159,15 @@ def _schemas() -> dict:
 _ERROR_TEXT = {400: "The request is malformed or invalid.", 401: "No valid API token.",
                404: "Not found (or not yours).", 409: "Not possible in the order's state, or no longer available.",
                413: "The body is too large.", 415: "The body is not JSON.",
-               422: "The Idempotency-Key was used with a different body."}
+               422: "The Idempotency-Key was used with a different body.",
+               429: "Too many attempts from this account or address; wait the Retry-After seconds."}
 
 
 def _responses() -> dict:
     out = {f"E{code}": {"description": text, "content": {JSON: {"schema": _ref("Error")}}}
            for code, text in _ERROR_TEXT.items()}
     out["E401"]["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}}
+    out["E429"]["headers"] = {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}, "required": True}}
     return out
 
 
@@ -214,7 +216,7 @@ def _paths() -> dict:
                         {"201": _ok("The order was made.", "Order", {"Location": {"schema": {"type": "string"}}}),
                          "200": _ok("A replay: this key was used before with the same body; the same order.",
                                     "Order", replayed),
-                         **_errors(400, 401, 409, 413, 415, 422)},
+                         **_errors(400, 401, 409, 413, 415, 422, 429)},
                         params=({"name": "Idempotency-Key", "in": "header", "required": True,
                                  "schema": _str(60, 1, pattern="^[!-~]+$"),
                                  "description": "Your id for this order, e.g. a UUID. The same key with the same "
@@ -226,7 +228,7 @@ def _paths() -> dict:
                                            params=(_REFERENCE,))},
         "/orders/{reference}/paid": {"post": _op(
             "claimPayment", "“I've paid”: the transfer is on its way (the transaction id helps us find it).",
-            {"200": _ok("The order, now being checked.", "Order"), **_errors(400, 401, 404, 409, 413, 415)},
+            {"200": _ok("The order, now being checked.", "Order"), **_errors(400, 401, 404, 409, 413, 415, 429)},
             params=(_REFERENCE,), body=_body("PaidRequest", required=False))},
         "/orders/{reference}/cancel": {"post": _op(
             "cancelOrder", "Cancel an order still awaiting payment; its cards are released at once.",

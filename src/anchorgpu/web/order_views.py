@@ -21,6 +21,7 @@ from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel, order_place
+from anchorgpu.ops.ratelimit import rate_limited
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
@@ -75,6 +76,7 @@ def _preview(form: CheckoutForm, product: Product):
 
 
 @login_required
+@rate_limited("order")
 def checkout(request, slug: str):
     product = Product.objects.filter(slug=slug, is_active=True).first()
     if product is None:
@@ -165,6 +167,7 @@ def order_status(request, reference: str):
 
 @login_required
 @require_POST
+@rate_limited("claim")
 def order_claim_payment(request, reference: str):
     order = _own_order(request, reference)
     form = order_forms.ClaimForm(request.POST, chain=order.quote.asset.chain)
