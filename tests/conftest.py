@@ -89,3 +89,32 @@ def _default_language_after_each_test():
     from django.utils import translation
 
     translation.activate(settings.LANGUAGE_CODE)
+
+
+_LOG_AUDIT = None
+
+
+def pytest_sessionstart(session):
+    """Keep every log line of the run (see tests/log_audit.py)."""
+    import logging
+
+    from tests.log_audit import KeepEverything
+
+    global _LOG_AUDIT
+    _LOG_AUDIT = KeepEverything()
+    logging.getLogger().addHandler(_LOG_AUDIT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.log_audit import leaks
+
+    if _LOG_AUDIT is None:
+        return
+    found = leaks(_LOG_AUDIT.lines)
+    if found:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", f"secrets in log lines ({len(found)})", red=True)
+            for line in found[:20]:
+                reporter.write_line("  " + line, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
