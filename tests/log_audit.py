@@ -1,5 +1,6 @@
 """Every log line the test suite produces, kept and searched for secrets at the end: API tokens, the
-passwords the tests use, keys in node URLs, private SSH keys, the secret key. A leak fails the run."""
+passwords the tests use, keys in node URLs, private SSH keys, the secret key, and the SSH logins handed to
+customers when access is delivered (the simulated provisioner's hosts). A leak fails the run."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ SECRETS = [
     ("a key from a node URL", re.compile(r"SECRETKEY123")),
     ("a private SSH key", re.compile(r"BEGIN (OPENSSH|RSA|EC|DSA) PRIVATE KEY")),
     ("the secret key", re.compile(re.escape("dev-only-insecure-key-change-me-in-production"))),
+    ("a customer's SSH login", re.compile(r"[a-z0-9-]+\.[a-z0-9-]+\.sim\.anchorgpu\.example")),
 ]
 
 

@@ -128,6 +128,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it is the first to see a view's exception: a lost database connection answers 503, not 500.
+    "anchorgpu.ops.dbdown.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "anchorgpu.urls"

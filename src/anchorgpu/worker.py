@@ -59,6 +59,8 @@ def run_once() -> dict[str, int]:
         except Exception as exc:  # one failing sweep must not stop the others
             log.exception("sweep %s failed", name)
             results[name] = -1
+            # A lost database connection is closed here, so the record below and the next sweep reconnect.
+            close_old_connections()
             sweep_recorded(name=name, started_at=started_at, seconds=time.monotonic() - started,
                            error=f"{type(exc).__name__}: {exc}")
         else:
@@ -84,10 +86,15 @@ def run_forever(interval: float, *, simulations: bool = True) -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    log.info("worker started, sweeping every %.0f s", interval)
+    log.info("worker started, sweeping every %g s", interval)
     while not stop.is_set():
         started = time.monotonic()
-        results = run_once()
+        try:
+            results = run_once()
+        except Exception:  # noqa: BLE001 - the worker outlives a database that is down for a while
+            log.exception("the sweeps could not run; trying again in %g s", interval)
+            close_old_connections()
+            results = {}
         changed = {k: v for k, v in results.items() if v}
         if changed:
             log.info("sweep results: %s", changed)

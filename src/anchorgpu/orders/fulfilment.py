@@ -24,7 +24,10 @@ recorded in a transaction of its own (``provisioning_attempts``,
 ``last_error``, an audit row) and the step is retried on a later sweep.
 After ``MAX_FAILURES`` failures the order goes to FAILED, the operator's
 queue. BaseException (KeyboardInterrupt, SystemExit) is not recorded: it
-rolls the step back and propagates.
+rolls the step back and propagates. Neither is a lost database connection
+(``OperationalError``, ``InterfaceError``): the transaction is gone with
+it, nothing of the step remains, and the sweep fails as a whole; the
+worker's next sweep starts the step again on a fresh connection.
 
 Lead time: none. Provisioning starts when the term starts, not before:
 until then the cards belong to whatever booking precedes this one, and that
@@ -42,7 +45,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -115,6 +118,8 @@ def _run_step(order_pk: int, provisioner: Provisioner, clock: Callable[[], datet
             return False
         try:
             detail = provisioner.run(step, order)
+        except (OperationalError, InterfaceError):
+            raise  # the database went away, not the step's fault: nothing is counted, the next sweep retries
         except Exception as exc:
             raise _StepFailed(step, exc) from exc
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from anchorgpu.allocation import services as allocation
@@ -139,6 +139,8 @@ def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None =
                     continue
                 _end(order, provisioner, now)
                 changed += 1
+        except (OperationalError, InterfaceError):
+            raise  # the database went away: the sweep stops here and the worker's next one resumes
         except Exception:  # noqa: BLE001 - one order's failing wipe must not stop the others
             log.exception("order #%s: could not end the term; it stays active and is retried", pk)
     changed += _strand_due(now)

@@ -58,7 +58,8 @@ def _ok(description: str, name: str, headers: dict | None = None) -> dict:
 
 
 def _errors(*codes: int) -> dict:
-    return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
+    """The error responses ``codes``, and 503 (any request may meet a database that is briefly away)."""
+    return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in (*codes, 503)}
 
 
 _TIME = _str(40, format="date-time")
@@ -160,14 +161,17 @@ _ERROR_TEXT = {400: "The request is malformed or invalid.", 401: "No valid API t
                404: "Not found (or not yours).", 409: "Not possible in the order's state, or no longer available.",
                413: "The body is too large.", 415: "The body is not JSON.",
                422: "The Idempotency-Key was used with a different body.",
-               429: "Too many attempts from this account or address; wait the Retry-After seconds."}
+               429: "Too many attempts from this account or address; wait the Retry-After seconds.",
+               503: "The database could not be reached; nothing was saved. Retry after the Retry-After seconds "
+                    "(with the same Idempotency-Key for an order)."}
 
 
 def _responses() -> dict:
     out = {f"E{code}": {"description": text, "content": {JSON: {"schema": _ref("Error")}}}
            for code, text in _ERROR_TEXT.items()}
     out["E401"]["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}, "required": True}}
-    out["E429"]["headers"] = {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}, "required": True}}
+    for code in ("E429", "E503"):
+        out[code]["headers"] = {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"}, "required": True}}
     return out
 
 

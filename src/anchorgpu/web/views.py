@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -11,6 +13,7 @@ from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import TERM_DAYS
 from anchorgpu.catalog.selectors import environments_for, options_offered
+from anchorgpu.ops.dbdown import DATABASE_DOWN, DatabaseUnavailableMiddleware
 
 from .forms import OfferQueryForm, ProductQueryForm
 
@@ -61,6 +64,9 @@ def bad_request(request, exception=None):
 
 
 def server_error(request):
+    failure = sys.exc_info()[1]  # Django calls this handler inside its ``except`` block
+    if isinstance(failure, DATABASE_DOWN):  # raised outside a view (a middleware): still a 503, not a 500
+        return DatabaseUnavailableMiddleware(None).process_exception(request, failure)
     if request.path.startswith("/api/"):
         return JsonResponse({"error": {"code": "server_error", "message": _("Something failed on our side; "
                                                                             "it has been logged.")}}, status=500)
