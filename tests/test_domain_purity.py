@@ -9,7 +9,7 @@ PURE_MODULES = [
     "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing",
     "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",
-    "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri",
+    "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri", "anchorgpu.web.totp",
     "anchorgpu.planner.model_spec", "anchorgpu.planner.presets", "anchorgpu.planner.setup", "anchorgpu.planner.params",
     "anchorgpu.planner.activations", "anchorgpu.planner.analytic", "anchorgpu.planner.recommend",
     "anchorgpu.planner.measured", "anchorgpu.simulations.child",

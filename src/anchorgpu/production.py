@@ -3,14 +3,27 @@
 ``ANCHORGPU_ENV=production`` turns the checks on: the shop then refuses to
 start with the development secret key (or a short one), with DEBUG on, or
 without its own host names, and it sets the cookie and transport options a
-shop behind TLS needs. Plain functions of the environment, so they are tested
-without starting Django.
+shop behind TLS needs. There the admin also requires two-factor sign-in by
+default (``ANCHORGPU_ADMIN_2FA``). Plain functions of the environment, so they
+are tested without starting Django.
 """
 
 from __future__ import annotations
 
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me-in-production"
 MIN_SECRET_KEY_LENGTH = 50
+
+
+_OFF = {"0", "false", "no", "off"}
+_ON = {"1", "true", "yes", "on"}
+
+
+def admin_two_factor_required(*, production: bool, value: str | None) -> bool:
+    """``ANCHORGPU_ADMIN_2FA``: in production the admin requires two-factor sign-in unless the variable
+    says plainly that it must not (0, false, no, off; anything else keeps it on); elsewhere only when it
+    says 1, true, yes or on."""
+    text = (value or "").strip().lower()
+    return text not in _OFF if production else text in _ON
 
 
 class ProductionSettingsError(Exception):

@@ -24,6 +24,9 @@ ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of 
 ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS          ... or whose newest block is older than this (7200)
 ANCHORGPU_RATE_LIMITS                    "0" turns off the rate limits on log-in, sign-up, reset, "I've paid", orders
+ANCHORGPU_ADMIN_2FA                      "1": operators need two-factor sign-in (TOTP) to reach the admin; on by
+                                         default in production ("0" turns it off there). Operators who set it up
+                                         always give a code at sign-in, whatever this says
 ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
 ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
 """
@@ -35,6 +38,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
+
+from anchorgpu.production import admin_two_factor_required
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", Path.cwd() / "var")).resolve()
@@ -127,6 +132,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "anchorgpu.web.two_factor_gate.AdminTwoFactorMiddleware",  # every /admin/ address: two-factor first
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, so it is the first to see a view's exception: a lost database connection answers 503, not 500.
     "anchorgpu.ops.dbdown.DatabaseUnavailableMiddleware",
@@ -273,6 +279,8 @@ ANCHORGPU_WATCH_TIP_AGE_SECONDS = _whole("ANCHORGPU_WATCH_TIP_AGE_SECONDS", 7200
 ANCHORGPU_RATE_LIMITS = _flag("ANCHORGPU_RATE_LIMITS", default=True)
 # Behind the TLS proxy in production, the visitor's address is the last hop of X-Forwarded-For.
 ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = PRODUCTION and _flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True)
+# Operators reach the admin only after two-factor sign-in (anchorgpu.web.two_factor_gate); on in production.
+ANCHORGPU_ADMIN_2FA = admin_two_factor_required(production=PRODUCTION, value=os.environ.get("ANCHORGPU_ADMIN_2FA"))
 # /metrics answers with this bearer token; without one, only to requests from the machine itself.
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

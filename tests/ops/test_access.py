@@ -26,7 +26,8 @@ ACCESS = {
     "api-quotes": (PUBLIC, None), "api-orders": (SIGNED_IN, 200), "api-order": (OWNER, 200),
     "api-order-paid": (OWNER, None), "api-order-cancel": (OWNER, None),
     "set_language": (PUBLIC, None), "catalog": (PUBLIC, 200), "product": (PUBLIC, 200),
-    "signup": (PUBLIC, 200), "login": (PUBLIC, 200), "logout": (PUBLIC, None),
+    "signup": (PUBLIC, 200), "login": (PUBLIC, 200), "login_code": (PUBLIC, 302), "logout": (PUBLIC, None),
+    "two_factor": (OPERATORS, 200),
     "password_change": (SIGNED_IN, 200), "password_change_done": (SIGNED_IN, 200),
     "password_reset": (PUBLIC, 200), "password_reset_done": (PUBLIC, 200), "password_reset_confirm": (PUBLIC, 200),
     "password_reset_complete": (PUBLIC, 200), "api_tokens": (SIGNED_IN, 200), "checkout": (SIGNED_IN, 200),
@@ -37,7 +38,7 @@ ACCESS = {
     "planner_simulation_status": (PUBLIC, 404),
 }
 FORMS = ["signup", "login", "logout", "password_reset", "checkout", "order_claim_payment", "order_cancel",
-         "order_refund_address", "planner_simulate", "api_tokens", "password_change"]
+         "order_refund_address", "planner_simulate", "api_tokens", "password_change", "login_code", "two_factor"]
 
 
 def _names(patterns, admin=False):

@@ -1,16 +1,17 @@
-"""Customer accounts: sign up, log in and out, password reset by email."""
+"""Customer accounts: sign up, log in (with a code step for two-factor) and out, password reset by email;
+API tokens; an operator's two-factor set-up."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
 from anchorgpu.ops.ratelimit import rate_limited
 
-from . import accounts, token_views
+from . import accounts, token_views, two_factor_views
 
 urlpatterns = [
     path("signup/", rate_limited("signup")(accounts.signup), name="signup"),
-    path("login/", rate_limited("login")(auth_views.LoginView.as_view(
-        template_name="accounts/login.html", authentication_form=accounts.EmailLoginForm)), name="login"),
+    path("login/", rate_limited("login")(two_factor_views.LoginView.as_view()), name="login"),
+    path("login/code/", two_factor_views.login_code, name="login_code"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password/", auth_views.PasswordChangeView.as_view(
         template_name="accounts/password_change_form.html", success_url=reverse_lazy("password_change_done")),
@@ -27,4 +28,5 @@ urlpatterns = [
     path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
         template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),
+    path("two-factor/", two_factor_views.two_factor, name="two_factor"),
 ]

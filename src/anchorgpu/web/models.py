@@ -1,5 +1,6 @@
-"""What the web layer stores of its own: API tokens and the idempotency
-keys of orders placed through the API."""
+"""What the web layer stores of its own: API tokens, the idempotency
+keys of orders placed through the API, and the operators' two-factor
+devices with their recovery codes."""
 
 from __future__ import annotations
 
@@ -56,3 +57,46 @@ class ApiIdempotency(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class TwoFactorDevice(models.Model):
+    """A staff user's authenticator (TOTP, RFC 6238: SHA-1, 6 digits, 30 s; ``anchorgpu.web.totp``).
+    Made unconfirmed when the enrolment page is first shown; it counts only once ``confirmed_at`` is
+    set, by a correct code. The secret is kept as base32 (it must be, to compute the codes); the
+    last accepted time step refuses a code used twice. ``recovery_salt`` salts the SHA-256 hashes
+    of the recovery codes."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="two_factor")
+    secret = models.CharField(_("secret (base32)"), max_length=64)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    confirmed_at = models.DateTimeField(_("confirmed"), null=True, blank=True)
+    last_used_step = models.BigIntegerField(_("last time step used"), null=True, blank=True)
+    recovery_salt = models.CharField(_("salt of the recovery codes"), max_length=32, blank=True)
+
+    class Meta:
+        verbose_name = _("two-factor device")
+        verbose_name_plural = _("two-factor devices")
+
+    def __str__(self) -> str:
+        return f"TOTP of user #{self.user_id}"
+
+    @property
+    def is_confirmed(self) -> bool:
+        return self.confirmed_at is not None
+
+
+class RecoveryCode(models.Model):
+    """One single-use recovery code of a two-factor device. Only its SHA-256 hash, salted with the
+    device's ``recovery_salt``, is stored; the codes are shown once, when they are made."""
+
+    device = models.ForeignKey(TwoFactorDevice, on_delete=models.CASCADE, related_name="recovery_codes")
+    code_hash = models.CharField(_("hash of the code"), max_length=64)
+    used_at = models.DateTimeField(_("used"), null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["device", "code_hash"], name="recovery_code_once")]
+        verbose_name = _("recovery code")
+        verbose_name_plural = _("recovery codes")
+
+    def __str__(self) -> str:
+        return f"recovery code #{self.pk}"

@@ -1,0 +1,210 @@
+"""The pages of two-factor sign-in: the log-in's password step (which, for an
+account with two-factor on, signs nobody in yet), the code step, and the
+operator's page to set it up, make new recovery codes or turn it off."""
+
+from __future__ import annotations
+
+import time
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth import get_user_model, login, logout
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render, resolve_url
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.debug import sensitive_post_parameters
+
+from anchorgpu.ops.ratelimit import RateLimited, rate_check, rate_count, refused_page
+from anchorgpu.payments.uri import qr_svg
+
+from . import totp
+from .accounts import EmailLoginForm, safe_next
+from .models import TwoFactorDevice
+from .two_factor import (
+    SESSION_VERIFIED,
+    admin_requires_two_factor,
+    confirmed_device,
+    provisioning_uri,
+    recovery_codes_left,
+    recovery_codes_renew,
+    session_is_verified,
+    session_mark_verified,
+    two_factor_confirm,
+    two_factor_disable,
+    two_factor_restart,
+    two_factor_start,
+    two_factor_verify,
+)
+
+PENDING = "two_factor_pending"  # the password step passed: who, with which backend, until when
+PENDING_SECONDS = 600
+
+
+class CodeForm(forms.Form):
+    code = forms.CharField(
+        label=gettext_lazy("Code"), max_length=40, strip=True,
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True, "spellcheck": "false",
+                                      "autocapitalize": "off"}))
+
+    def __init__(self, *args, recovery: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.recovery = recovery
+        self.fields["code"].help_text = (
+            gettext_lazy("The 6-digit code your authenticator app shows now, or one of your recovery codes.")
+            if recovery else gettext_lazy("The 6-digit code your authenticator app shows now."))
+
+    def clean_code(self):
+        text = self.cleaned_data["code"]
+        if totp.clean_code(text) is not None or (self.recovery and totp.clean_recovery_code(text) is not None):
+            return text
+        if self.recovery:
+            raise forms.ValidationError(_("Enter the 6 digits from your authenticator app, or a recovery code "
+                                          "(12 letters and digits, like abcd-efgh-jkmn)."), code="format")
+        raise forms.ValidationError(_("Enter the 6 digits from your authenticator app."), code="format")
+
+    def refuse(self):
+        self.add_error("code", forms.ValidationError(
+            _("This code is not right, or it was already used. Enter the code your app shows now (it changes every "
+              "30 seconds), or wait for the next one."), code="wrong"))
+
+
+class LoginView(auth_views.LoginView):
+    """The password step. An account with two-factor on is not signed in here: the session only remembers
+    that the password was right, for a few minutes, and the code step finishes the sign-in."""
+
+    template_name = "accounts/login.html"
+    authentication_form = EmailLoginForm
+
+    def form_valid(self, form):
+        user = form.get_user()
+        if confirmed_device(user) is None:
+            return super().form_valid(form)
+        request = self.request
+        if request.user.is_authenticated:
+            logout(request)  # nobody stays signed in in this browser while the code is asked for
+        else:
+            request.session.cycle_key()
+        request.session[PENDING] = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
+                                    "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url()}
+        return redirect("login_code")
+
+
+def _pending_user(request):
+    """The user whose password step this session passed, if that is recent and their password unchanged."""
+    pending = request.session.get(PENDING)
+    if not isinstance(pending, dict) or pending.get("until", 0) < time.time():
+        return None
+    user = get_user_model()._default_manager.filter(pk=pending.get("user"), is_active=True).first()
+    if user is None or user.get_session_auth_hash() != pending.get("hash"):
+        return None
+    return user
+
+
+def _to_login(request):
+    request.session.pop(PENDING, None)
+    return redirect("login")
+
+
+@sensitive_post_parameters("code")
+@csrf_protect
+@never_cache
+def login_code(request):
+    """The code step: after the password step, or for a session signed in before its user turned two-factor on."""
+    pending = _pending_user(request)
+    if pending is not None:
+        user, target = pending, request.session[PENDING].get("next") or ""
+    elif request.user.is_authenticated and not session_is_verified(request) and confirmed_device(request.user):
+        user, target = request.user, safe_next(request) or ""
+    elif request.user.is_authenticated:
+        return redirect(safe_next(request) or resolve_url(settings.LOGIN_REDIRECT_URL))
+    else:
+        return _to_login(request)
+    if confirmed_device(user) is None:  # turned off since the password step
+        return _to_login(request)
+    form, status = CodeForm(), 200
+    if request.method == "POST":
+        try:
+            rate_check(request, "two_factor", user=user, count=False)  # wrong codes are counted below
+        except RateLimited as exc:
+            return refused_page(request, exc)
+        form = CodeForm(request.POST)
+        if form.is_valid():
+            if two_factor_verify(user=user, code=form.cleaned_data["code"], purpose="sign-in"):
+                if pending is not None:
+                    backend = request.session[PENDING]["backend"]
+                    request.session.pop(PENDING, None)
+                    login(request, user, backend=backend)
+                session_mark_verified(request, user)
+                return redirect(target or resolve_url(settings.LOGIN_REDIRECT_URL))
+            form.refuse()
+        rate_count(request, "two_factor", user=user)
+        status = 400
+    return render(request, "accounts/login_code.html", {"form": form, "next": target if pending is None else ""},
+                  status=status)
+
+
+def _page(request, device: TwoFactorDevice | None, **context):
+    context = {"device": device, "required": admin_requires_two_factor(), "next": safe_next(request) or "",
+               "verified": session_is_verified(request), **context}
+    if device is not None and device.is_confirmed:
+        context["codes_left"] = recovery_codes_left(device)
+    elif device is not None:
+        context["qr_svg"] = qr_svg(provisioning_uri(device))
+        context["secret"] = totp.grouped(device.secret)
+    context.setdefault("form", CodeForm(recovery=device is not None and device.is_confirmed))
+    return render(request, "accounts/two_factor.html", context, status=context.pop("status", 200))
+
+
+@sensitive_post_parameters("code")
+@never_cache
+@login_required
+def two_factor(request):
+    """An operator's two-factor set-up: the QR code and a code to confirm it; once on, new recovery codes
+    or turning it off, each with a current code."""
+    user = request.user
+    if not user.is_staff:
+        raise Http404("two-factor sign-in is for operators")
+    if request.method != "POST":
+        device = confirmed_device(user) or two_factor_start(user=user)
+        return _page(request, device)
+    action = request.POST.get("action", "")
+    device = TwoFactorDevice.objects.filter(user=user).first()
+    confirmed = device is not None and device.is_confirmed
+    if action == "restart" and not confirmed:
+        two_factor_restart(user=user)
+        query = f"?{urlencode({'next': safe_next(request)})}" if safe_next(request) else ""
+        return redirect(reverse("two_factor") + query)
+    if action not in ({"disable", "renew"} if confirmed else {"confirm"}):
+        problem = _("This page changed since you opened it; look again and repeat what you wanted.")
+        return _page(request, confirmed_device(user) or two_factor_start(user=user), problem=problem, status=400)
+    try:
+        rate_check(request, "two_factor", user=user, count=False)  # wrong codes are counted below
+    except RateLimited as exc:
+        return refused_page(request, exc)
+    form = CodeForm(request.POST, recovery=confirmed)
+    if not form.is_valid():
+        rate_count(request, "two_factor", user=user)
+        return _page(request, device, form=form, status=400)
+    code = form.cleaned_data["code"]
+    if action == "confirm":
+        codes = two_factor_confirm(user=user, code=code)
+        if codes is not None:
+            session_mark_verified(request, user)
+            return _page(request, confirmed_device(user), new_codes=codes, just_enrolled=True)
+    elif action == "renew":
+        codes = recovery_codes_renew(user=user, code=code)
+        if codes is not None:
+            return _page(request, confirmed_device(user), new_codes=codes)
+    elif two_factor_disable(user=user, code=code):
+        request.session.pop(SESSION_VERIFIED, None)
+        return _page(request, two_factor_start(user=user), turned_off=True)
+    form.refuse()
+    rate_count(request, "two_factor", user=user)
+    return _page(request, device, form=form, status=400)
