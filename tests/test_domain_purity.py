@@ -12,9 +12,11 @@ PURE_MODULES = [
     "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri", "anchorgpu.web.totp",
     "anchorgpu.planner.model_spec", "anchorgpu.planner.presets", "anchorgpu.planner.setup", "anchorgpu.planner.params",
     "anchorgpu.planner.activations", "anchorgpu.planner.analytic", "anchorgpu.planner.recommend",
-    "anchorgpu.planner.measured", "anchorgpu.simulations.child",
+    "anchorgpu.planner.measured", "anchorgpu.planner.term", "anchorgpu.planner.run_cost", "anchorgpu.planner.purpose",
+    "anchorgpu.planner.throughput_estimate", "anchorgpu.pilot.report_schema", "anchorgpu.simulations.child",
     "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
     "anchorgpu.chains.http", "anchorgpu.chains.esplora",
+    "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
 ]
 
 

@@ -8,6 +8,7 @@
     anchorgpu offers | order ...            the shop's API from a terminal (see anchorgpu.client)
     anchorgpu plan --preset NAME ...        a training step's peak memory and the cards it fits on
     anchorgpu pilot run|scale|summary ...   a short real training run that proves a configuration
+    anchorgpu pilot check ...               the rented machine's cards, driver, PyTorch build and operations
     anchorgpu <django command> ...          any Django management command (migrate, createsuperuser, ...)
 """
 

@@ -47,6 +47,9 @@ def test_a_full_run_writes_a_complete_report_and_the_restore_passes(tmp_path, ti
     assert list(report["data"]["files"].values())[0] and report["validation"]["seconds"] > 0
     assert report["data"]["validation_held_out"] is True
     assert "restore       PASSED" in out and "step time" in out
+    stack = report["stack"]  # the stack check's record, under an optional key of schema version 1
+    assert stack["torch_version"] == torch.__version__ and stack["verdict"]["findings"]
+    assert "stack         PyTorch " + torch.__version__ in out
     page = (tmp_path / "report.html").read_text()
     assert page.count("<svg") == 2 and "Restore proof" in page
 

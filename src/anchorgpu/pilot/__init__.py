@@ -7,6 +7,12 @@ versions), then restores the checkpoint in a fresh process and checks that
 the next step comes out the same. ``anchorgpu pilot scale`` repeats it under
 DDP and FSDP on more processes at the same global batch.
 
+``anchorgpu pilot check`` comes first on a rented machine: it records the
+accelerators and the software stack, judges them against the product booked,
+and runs the essential operations briefly.
+
 Needs the ``ml`` extra (torch, transformers, peft); no Django, nothing from a
-hub. ``options`` is pure Python; everything else imports torch.
+hub. ``options`` and the stack check's record, rules, topology parsers and
+report (``stack``, ``stack_rules``, ``topology``, ``check_report``, ``check``)
+are pure Python; everything else imports torch.
 """

@@ -1,12 +1,14 @@
-"""``anchorgpu pilot``: run a pilot, test its scaling, or summarise a report.
+"""``anchorgpu pilot``: check the stack, run a pilot, test its scaling, or summarise a report.
 
+    anchorgpu pilot check [--product CODE] [--extension NAME] [--json FILE] [--skip-ops]
     anchorgpu pilot run --model DIR_OR_CONFIG --data FILE [...] --report FILE.json
     anchorgpu pilot scale --nproc 1,2,4 --parallel ddp,fsdp --model ... --data ... [...]
     anchorgpu pilot summary FILE.json [--html FILE.html]
 
 Exit codes: 0 done (and the restore proof passed), 1 the run finished but the
-restore proof failed, 2 bad input (a message, never a traceback), 3 the
-machine could not run it (e.g. out of memory).
+restore proof failed (for ``check``: a finding or an operation failed), 2 bad
+input (a message, never a traceback), 3 the machine could not run it (e.g. out
+of memory).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import os
 import sys
 
+from .check import add_check_arguments
 from .errors import PilotInputError
 from .options import DEFAULT_LORA_TARGETS, DEVICES, METHODS, OPTIMIZERS, PRECISIONS, PilotOptions
 
@@ -61,6 +64,12 @@ def options_from_args(args: argparse.Namespace, **more) -> PilotOptions:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anchorgpu pilot", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
+    check = sub.add_parser("check", help="the accelerators, driver, PyTorch build and essential operations, "
+                                         "judged against the product booked",
+                           description="Record this machine's accelerator stack, judge it against the product "
+                                       "booked and run the essential operations. Exit codes: 0 all passed, 1 a "
+                                       "failure found, 2 bad usage.")
+    add_check_arguments(check)
     run = sub.add_parser("run", help="a short real training run, measured, with a restore proof")
     add_run_arguments(run)
     run.add_argument("--checkpoint-dir", default="pilot-checkpoint")
@@ -100,6 +109,10 @@ def run(argv: list[str], out=None, err=None) -> int:
         return scale_main(argv[1:], out=out, err=err)
     args = build_parser().parse_args(argv)
     try:
+        if args.action == "check":  # before the torch guard: a machine without torch is a finding, not bad usage
+            from .check import run_check
+
+            return run_check(args, out, err)
         try:
             import torch  # noqa: F401
         except ImportError:

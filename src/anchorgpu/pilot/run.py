@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from .check import probe_and_judge
 from .checkpoint import write_checkpoint
 from .data import Batches, load_dataset
 from .measure import MemoryProbe, versions
@@ -106,13 +107,16 @@ def run_pilot(options: PilotOptions, *, say: Callable[[str], None] = lambda _m: 
         say("restoring the checkpoint in a fresh process")
         restore = run_fresh(options.checkpoint_dir)
 
+    say("recording the accelerator stack")
+    stack = probe_and_judge()
     report = build_report(options, built, dataset, steps, memory, (val_loss, val_seconds), checkpoint, restore,
-                          started_at)
+                          started_at, stack=stack)
     write_report(report, options.report)
     return report
 
 
-def build_report(options, built, dataset, steps, memory, validation, checkpoint, restore, started_at) -> dict:
+def build_report(options, built, dataset, steps, memory, validation, checkpoint, restore, started_at,
+                 stack: dict | None = None) -> dict:
     seconds = [s.seconds for s in steps]
     waits = [s.data_wait for s in steps]
     tokens = sum(s.tokens for s in steps)
@@ -127,7 +131,7 @@ def build_report(options, built, dataset, steps, memory, validation, checkpoint,
         warnings.append(f"{dataset.truncated} example(s) were longer than --seq-len and were cut")
     if len(dataset.train) < options.steps * options.global_batch:
         warnings.append("the data has fewer examples than the timed steps use: batches repeat")
-    return {
+    report = {
         "schema_version": SCHEMA_VERSION,
         "kind": REPORT_KIND,
         "created_at": started_at.isoformat(),
@@ -158,6 +162,9 @@ def build_report(options, built, dataset, steps, memory, validation, checkpoint,
         "seed": options.seed,
         "warnings": warnings,
     }
+    if stack is not None:  # optional and additive: schema_version 1 readers that do not know it skip it
+        report["stack"] = stack
+    return report
 
 
 def write_report(report: dict, path: str) -> None:

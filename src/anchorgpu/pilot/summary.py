@@ -8,29 +8,32 @@ comes from the report is escaped.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
+from . import report_schema
+from .check_report import brief_lines
 from .errors import PilotInputError
+from .report_schema import ReportRejected, read_report
 
 GiB = 1024**3
-KIND = "anchorgpu-pilot-report"
-SUPPORTED_SCHEMAS = (1,)
+KIND = report_schema.REPORT_KIND
+SUPPORTED_SCHEMAS = report_schema.SUPPORTED_SCHEMAS
 
 
 def load_report(path: str) -> dict:
+    """A report file, checked as an upload is (``report_schema``), of any size; bad files raise ``PilotInputError``."""
     try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise PilotInputError("report", f"{path} cannot be read ({exc.strerror or exc}).") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PilotInputError("report", f"{path} is not JSON ({exc}).") from None
-    if not isinstance(report, dict) or report.get("kind") != KIND:
-        raise PilotInputError("report", f"{path} is not a pilot report.")
-    if report.get("schema_version") not in SUPPORTED_SCHEMAS:
-        raise PilotInputError("report", f"{path} has schema version {report.get('schema_version')!r}; this "
-                                        f"version reads {', '.join(map(str, SUPPORTED_SCHEMAS))}.")
-    return report
+    try:
+        return read_report(data, max_bytes=None)
+    except ReportRejected as exc:
+        if exc.code in ("not_utf8", "not_json", "truncated"):
+            raise PilotInputError("report", f"{path} is not JSON ({exc.message})") from None
+        if exc.code == "not_a_report":
+            raise PilotInputError("report", f"{path} is not a pilot report.") from None
+        raise PilotInputError("report", f"{path}: {exc.message}") from None
 
 
 def _bytes(value) -> str:
@@ -51,6 +54,14 @@ def histogram(values: list[float], bins: int = 10) -> list[tuple[float, float, i
     for value in values:
         counts[min(int((value - low) / width), bins - 1)] += 1
     return [(low + i * width, low + (i + 1) * width, c) for i, c in enumerate(counts)]
+
+
+def _stack_lines(report: dict) -> list[tuple[str, str]]:
+    """The accelerator stack in brief; reports written before it was recorded have none."""
+    stack = report.get("stack")
+    if not isinstance(stack, dict):
+        return []
+    return brief_lines(stack)
 
 
 def terminal_summary(report: dict) -> str:
@@ -76,6 +87,7 @@ def terminal_summary(report: dict) -> str:
         f"  checkpoint    {_bytes(checkpoint['bytes'])} written in {checkpoint['write_s']:.3f} s",
         f"  restore       {verdict}",
     ]
+    lines += [f"  {label:<13} {text}" for label, text in _stack_lines(report)]
     lines += [f"  warning       {w}" for w in report.get("warnings", [])]
     lines.append("  step times:")
     bins = histogram(steps["per_step"], bins=min(8, len(steps["per_step"])))
@@ -130,7 +142,7 @@ def write_html(report: dict, path: str) -> None:
         ("Restore proof", "passed" if report["restore"].get("passed") else
          "skipped" if report["restore"].get("passed") is None else
          f"failed: {report['restore']['first_difference']['what']}"),
-    ] + memory_lines(report["memory"]))
+    ] + memory_lines(report["memory"]) + [(label.capitalize(), text) for label, text in _stack_lines(report)])
     versions = "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in report["versions"].items())
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Pilot report</title>
@@ -147,3 +159,13 @@ th{{text-align:left;padding-right:1rem;font-weight:600}}td,th{{padding:.2rem .5r
 </body></html>
 """
     Path(path).write_text(page, encoding="utf-8")
+
+
+def step_time_svg(report: dict) -> str:
+    """The histogram of a report's timed steps, as inline SVG (the shop's report page shows it too)."""
+    return _svg_histogram(report["step_time_s"]["per_step"])
+
+
+def memory_svg(report: dict) -> str:
+    """Memory after each timed step, as inline SVG."""
+    return _svg_memory(report["memory"].get("over_steps", []))
