@@ -57,6 +57,7 @@ bench: $(VENV)/.installed-test anvil
 	$(BIN)/python bench/allocation.py
 	$(BIN)/python bench/orders.py
 	$(BIN)/python bench/chain_watch.py
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) var $(TOOLS)

@@ -29,6 +29,8 @@ ANCHORGPU_ADMIN_2FA                      "1": operators need two-factor sign-in 
                                          always give a code at sign-in, whatever this says
 ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
 ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
+ANCHORGPU_BENCH_CEILING                  "1" mounts the load test's bare view at /bench/ceiling (bench/load.py sets
+                                         it; never mounted in production)
 """
 
 from __future__ import annotations
@@ -283,5 +285,7 @@ ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = PRODUCTION and _flag("ANCHORGPU_BEHIND_TLS
 ANCHORGPU_ADMIN_2FA = admin_two_factor_required(production=PRODUCTION, value=os.environ.get("ANCHORGPU_ADMIN_2FA"))
 # /metrics answers with this bearer token; without one, only to requests from the machine itself.
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
+# bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
+ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line

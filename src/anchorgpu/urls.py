@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.urls import include, path
@@ -14,6 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 urlpatterns += i18n_patterns(path("", include("anchorgpu.web.urls")))
+if settings.ANCHORGPU_BENCH_CEILING:  # bench/load.py only; unnamed, never in production (ops/bench_ceiling.py)
+    urlpatterns.append(path("", include("anchorgpu.ops.bench_ceiling")))
 
 handler400 = "anchorgpu.web.views.bad_request"
 handler404 = "anchorgpu.web.views.not_found"

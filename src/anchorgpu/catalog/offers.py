@@ -7,13 +7,12 @@ with the pure domain functions, writes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Sequence
 
 from django.utils import timezone
 
-from anchorgpu.allocation.periods import Period
-from anchorgpu.allocation.selectors import earliest_start, product_units, units_free
+from anchorgpu.allocation.selectors import Availability, availability
 
 from . import pricing
 from .models import Environment, Product
@@ -73,34 +72,39 @@ def _prices(prices: pricing.PriceList | None, product: Product, quantity: int,
     return out
 
 
+def _offer(product: Product, found: Availability, *, term_days: int, quantity: int, now: datetime,
+           prices: pricing.PriceList | None, options: Sequence[str] = ()) -> Offer:
+    return Offer(product=product, term_days=term_days, quantity=quantity, units_total=found.units_total,
+                 units_free_now=found.units_free_now, earliest_start=found.earliest_start,
+                 prices=_prices(prices, product, quantity, options),
+                 starts_now=found.earliest_start is not None and found.earliest_start <= now)
+
+
 def offer_for(product: Product, *, term_days: int, quantity: int, not_before: datetime | None = None,
               now: datetime | None = None, prices: pricing.PriceList | None = None,
               options: Sequence[str] = ()) -> Offer:
     now = (now or timezone.now()).replace(microsecond=0)
     start = max(now, not_before) if not_before else now
     prices = prices or _current_prices(now)
-    units = product_units(product)
-    free_now = units_free(product, Period(now, now + timedelta(days=term_days)), now=now)
-    earliest = earliest_start(product, quantity=quantity, term_days=term_days, not_before=start, now=now)
-    return Offer(product=product, term_days=term_days, quantity=quantity, units_total=len(units),
-                 units_free_now=len(free_now), earliest_start=earliest,
-                 prices=_prices(prices, product, quantity, options),
-                 starts_now=earliest is not None and earliest <= now)
+    found = availability([product], quantity=quantity, term_days=term_days, not_before=start, now=now)[product.pk]
+    return _offer(product, found, term_days=term_days, quantity=quantity, now=now, prices=prices, options=options)
 
 
 def offers(*, term_days: int, quantity: int, not_before: datetime | None = None,
            environment: Environment | None = None, now: datetime | None = None) -> list[Offer]:
-    """One offer per product on sale (only those that run ``environment`` when given)."""
-    now = now or timezone.now()
+    """One offer per product on sale (only those that run ``environment`` when given). The availability of
+    all of them is read at once (a few queries, however many products)."""
+    now = (now or timezone.now()).replace(microsecond=0)
+    start = max(now, not_before) if not_before else now
     prices = _current_prices(now)
-    result = []
+    products = []
     for product in products_on_sale():
         if environment is not None:
             try:
                 check_environment(product.name, product.stack, environment.name, environment.stack)
             except ValueError:
                 continue
-        result.append(offer_for(product, term_days=term_days, quantity=quantity, not_before=not_before,
-                                now=now, prices=prices))
-    return result
-
+        products.append(product)
+    found = availability(products, quantity=quantity, term_days=term_days, not_before=start, now=now)
+    return [_offer(product, found[product.pk], term_days=term_days, quantity=quantity, now=now, prices=prices)
+            for product in products]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from . import pricing
-from .models import Environment, Option, PriceList, Product
+from .models import Environment, Option, OptionPrice, PriceList, Product, ProductRate
 
 
 class NoPriceList(LookupError):
@@ -30,7 +31,8 @@ def options_offered():
 def price_list_current(*, at: datetime | None = None) -> pricing.PriceList:
     at = at or timezone.now()
     row = (PriceList.objects.filter(is_active=True, valid_from__lte=at)
-           .prefetch_related("rates__product", "discounts", "option_prices__option").first())
+           .prefetch_related(Prefetch("rates", ProductRate.objects.select_related("product")), "discounts",
+                             Prefetch("option_prices", OptionPrice.objects.select_related("option"))).first())
     if row is None:
         raise NoPriceList("no active price list")
     options: dict[str, dict] = {}
