@@ -118,6 +118,7 @@ INSTALLED_APPS = [
     "anchorgpu.orders",
     "anchorgpu.billing",
     "anchorgpu.simulations",
+    "anchorgpu.pilotreports",
     "anchorgpu.ops",
     "anchorgpu.web",
 ]
@@ -134,8 +135,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "anchorgpu.web.two_factor_gate.AdminTwoFactorMiddleware",  # every /admin/ address: two-factor first
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Every /admin/ address: two-factor first (below the others, so its redirects carry their headers).
+    "anchorgpu.web.two_factor_gate.AdminTwoFactorMiddleware",
     # Last, so it is the first to see a view's exception: a lost database connection answers 503, not 500.
     "anchorgpu.ops.dbdown.DatabaseUnavailableMiddleware",
 ]

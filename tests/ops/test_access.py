@@ -12,9 +12,11 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
 from django.utils import translation
 
+from anchorgpu.pilotreports.services import report_store
 from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.billing.conftest import paid_order
+from tests.runplans.reports import as_bytes, gpu_report
 
 pytestmark = pytest.mark.django_db
 
@@ -35,10 +37,12 @@ ACCESS = {
     "order_cancel": (OWNER, None), "order_refund_address": (OWNER, None), "order_status": (OWNER, 200),
     "invoice_pdf": (OWNER, 200), "credit_note_pdf": (OWNER, 404), "guides": (PUBLIC, 200), "guide": (PUBLIC, 200),
     "planner": (PUBLIC, 200), "planner_simulate": (PUBLIC, None), "planner_simulation": (PUBLIC, 404),
-    "planner_simulation_status": (PUBLIC, 404),
+    "planner_simulation_status": (PUBLIC, 404), "pilot_reports": (SIGNED_IN, 200), "pilot_report": (OWNER, 200),
+    "api-pilot-reports": (SIGNED_IN, 200), "api-pilot-report": (OWNER, 200),
 }
 FORMS = ["signup", "login", "logout", "password_reset", "checkout", "order_claim_payment", "order_cancel",
-         "order_refund_address", "planner_simulate", "api_tokens", "password_change", "login_code", "two_factor"]
+         "order_refund_address", "planner_simulate", "api_tokens", "password_change", "login_code", "two_factor",
+         "pilot_reports"]
 
 
 def _names(patterns, admin=False):
@@ -57,8 +61,9 @@ def world():
     alice = shop.customer()
     order = paid_order(alice)
     bob = shop.customer("bob@example.com")
+    report = report_store(user=alice, data=as_bytes(gpu_report()))
     kwargs = {"slug": "h100-sxm-80gb", "reference": order.reference, "number": "CN-2031-000001",
-              "uidb64": "MQ", "token": "bad-token", "job_id": uuid.uuid4()}
+              "uidb64": "MQ", "token": "bad-token", "job_id": uuid.uuid4(), "report_id": report.pk}
     return alice, bob, order, kwargs
 
 
@@ -110,11 +115,12 @@ def test_posts_to_someone_elses_order_find_nothing_and_change_nothing(world):
 def test_the_api_refuses_strangers(client, world):
     alice, bob, order, kwargs = world
     _t, bobs = api_token_create(user=bob, name="bob")
-    for name in ("api-orders", "api-order", "api-order-paid", "api-order-cancel"):
+    for name in ("api-orders", "api-order", "api-order-paid", "api-order-cancel", "api-pilot-reports",
+                 "api-pilot-report"):
         address = url(name, kwargs)
         method = client.get if ACCESS[name][1] else client.post
         assert method(address).status_code == 401, name
-    for name in ("api-order", "api-order-paid", "api-order-cancel"):
+    for name in ("api-order", "api-order-paid", "api-order-cancel", "api-pilot-report"):
         address = url(name, kwargs)
         method = client.get if ACCESS[name][1] else client.post
         response = method(address, headers={"Authorization": f"Bearer {bobs}"}, content_type="application/json")

@@ -32,6 +32,10 @@ STATE_CHOICES = [(state.value, STATE_LABELS[state]) for state in OrderState]
 # No 0/O or 1/I/L: references are read out over the phone and typed by hand.
 _REFERENCE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 
+PURPOSE_CHOICES = [("larger_batch", _("a larger global batch")), ("shorter_step", _("a shorter step time")),
+                   ("make_possible", _("making the run possible at all")),
+                   ("independent_experiments", _("several independent experiments"))]
+
 
 def new_reference() -> str:
     return "AG-" + "".join(secrets.choice(_REFERENCE_ALPHABET) for _ in range(8))
@@ -60,6 +64,9 @@ class Order(models.Model):
     lines = models.JSONField(_("price lines"), default=list)
     fiat_total = models.DecimalField(_("total"), max_digits=14, decimal_places=2)
 
+    # What the customer rents for (the planner's purposes), and the run plan the checkout showed, as it was then.
+    purpose = models.CharField(_("purpose"), max_length=32, blank=True, choices=PURPOSE_CHOICES)
+    run_plan = models.JSONField(_("run plan at checkout"), default=dict, blank=True)
     name = models.CharField(_("name"), max_length=120)
     email = models.EmailField(_("email"))
     company = models.CharField(_("company"), max_length=120, blank=True)

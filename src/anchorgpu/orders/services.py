@@ -23,6 +23,7 @@ from anchorgpu.catalog.selectors import NoPriceList, price_list_current
 from anchorgpu.i18n import message
 from anchorgpu.payments.models import Asset, PaymentSettings
 from anchorgpu.payments.quotes import quote_create
+from anchorgpu.planner.run_cost import per_million_tokens
 
 from . import notify
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
@@ -50,12 +51,22 @@ class Checkout:
     vat_id: str = ""
     language: str = "en"
     idempotency_key: str = ""  # the same key from the same customer returns the first order
+    purpose: str = ""  # what the rental is for (``Order.PURPOSE_CHOICES``), if the customer said
+    run_plan: dict = field(default_factory=dict)  # the planner's figures for this configuration (``run_plan_for``)
 
 
 def _lines(price: pricing.Price) -> list[dict]:
     return [{"kind": line.kind, "description": line.description, "quantity": line.quantity,
              "unit_price": str(line.unit_price), "amount": str(line.amount), "params": dict(line.params)}
             for line in price.lines]
+
+
+def _run_plan(plan: dict, price: pricing.Price) -> dict:
+    """The plan as kept on the order, with the cost per million training tokens of the order's own total."""
+    if not plan or not plan.get("tokens"):
+        return {}
+    return {**plan, "total": str(price.total), "currency": price.currency,
+            "cost_per_million_tokens": str(per_million_tokens(price.total, int(plan["tokens"]), price.currency))}
 
 
 def _check(request: Checkout, now: datetime) -> pricing.Price:
@@ -116,7 +127,8 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                 option_slugs=list(request.options), booking=booking, currency=price.currency,
                 lines=_lines(price), fiat_total=price.total, name=request.name, email=request.email,
                 company=request.company, country=request.country, billing_address=request.billing_address,
-                vat_id=request.vat_id, idempotency_key=key)
+                vat_id=request.vat_id, idempotency_key=key, purpose=request.purpose,
+                run_plan=_run_plan(request.run_plan, price))
             OrderKey.objects.bulk_create([
                 OrderKey(order=order, key_type=key.type, fingerprint=key.fingerprint, comment=key.comment,
                          public_key=key.line) for key in request.ssh_keys])

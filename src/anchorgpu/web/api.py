@@ -14,7 +14,7 @@ from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
 
-from . import api_orders, api_schema
+from . import api_orders, api_pilot_reports, api_schema
 from .api_json import iso, price_json
 from .forms import OfferQueryForm, ProductQueryForm
 from .responses import api_error, form_error
@@ -94,5 +94,7 @@ urlpatterns = [
     path("orders/<str:reference>", api_orders.order_detail, name="api-order"),
     path("orders/<str:reference>/paid", api_orders.order_paid, name="api-order-paid"),
     path("orders/<str:reference>/cancel", api_orders.order_cancel_view, name="api-order-cancel"),
+    path("pilot-reports", api_pilot_reports.pilot_reports, name="api-pilot-reports"),
+    path("pilot-reports/<uuid:report_id>", api_pilot_reports.pilot_report, name="api-pilot-report"),
     path("openapi.json", api_schema.openapi_view, name="api-openapi"),
 ]

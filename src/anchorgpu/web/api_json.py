@@ -125,4 +125,5 @@ def order_json(order: Order) -> dict:
         "access": {"host": order.access_host, "port": order.access_port, "user": order.access_user}
         if active else None,
         "invoice": {"number": invoice.number} if invoice else None,
+        "purpose": order.purpose or None,
     }

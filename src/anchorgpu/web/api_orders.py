@@ -45,7 +45,8 @@ _REFERENCE = re.compile(r"^[A-Za-z0-9-]{1,20}$")
 QUOTE_FIELDS = {"product": "str", "quantity": "int", "term": "int", "start": "moment", "environment": "str",
                 "options": "str_list"}
 ORDER_FIELDS = {**QUOTE_FIELDS, "name": "str", "email": "str", "company": "str", "country": "str",
-                "billing_address": "str", "vat_id": "str", "ssh_keys": "lines", "asset": "str", "accept": "bool"}
+                "billing_address": "str", "vat_id": "str", "ssh_keys": "lines", "asset": "str", "accept": "bool",
+                "purpose": "str"}
 
 
 def api_endpoint(*methods: str, auth: bool = True):

@@ -10,6 +10,7 @@ from django.http import JsonResponse
 
 from anchorgpu.catalog.models import Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
+from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.states import OrderState
 from anchorgpu.payments.evaluation import PaymentStatus
 from anchorgpu.payments.models import ClaimCheck
@@ -72,6 +73,18 @@ _QUANTITY = {"type": "integer", "minimum": 1, "maximum": MAX_QUANTITY,
 _OPTIONS = {"type": "array", "items": _SLUG, "maxItems": MAX_LIST_ITEMS, "uniqueItems": True}
 
 
+def _pilot_report() -> dict:
+    number = {"type": "number", "minimum": 0}
+    restore = _obj({"status": {"type": "string", "enum": ["passed", "failed", "skipped"]},
+                    "first_difference": {"oneOf": [{"type": "object", "additionalProperties": {"type": "string"}},
+                                                   {"type": "null"}]}})
+    return _obj({"id": _str(36, 36, format="uuid"), "uploaded_at": _TIME, "filename": _null(_str()),
+                 "device": _null(_str()), "device_count": {"type": "integer", "minimum": 1},
+                 "product": _null(_SLUG), "tokens_per_s": number, "peak_memory_bytes": {"type": "integer"},
+                 "step_time_p50_s": number, "step_time_p95_s": number, "data_wait_share": number,
+                 "checkpoint_bytes": {"type": "integer"}, "checkpoint_write_s": number, "restore": restore})
+
+
 def _schemas() -> dict:
     line = _obj({"kind": _str(20), "description": _str(), "quantity": {"type": "integer"},
                  "unit_price": _MONEY, "amount": _MONEY})
@@ -105,7 +118,9 @@ def _schemas() -> dict:
                                   "description": "What checking the claimed transaction id on chain found."},
                   "access": {"oneOf": [_ref("Access"), {"type": "null"}],
                              "description": "How to log in, once the order is active."},
-                  "invoice": {"oneOf": [_obj({"number": _str()}), {"type": "null"}]}})
+                  "invoice": {"oneOf": [_obj({"number": _str()}), {"type": "null"}]},
+                  "purpose": {"type": ["string", "null"], "enum": [*PURPOSES, None],
+                              "description": "What the rental is for, as the customer said."}})
     offer = {"product": _SLUG, "name": _str(), "vendor": _str(), "memory_gb_per_card": {"type": "integer"},
              "cards_per_unit": {"type": "integer"}, "stack": _str(), "stack_label": _str(), "term": _TERM,
              "quantity": {"type": "integer"}, "units_total": {"type": "integer"},
@@ -130,6 +145,8 @@ def _schemas() -> dict:
         "billing_address": _str(500), "vat_id": _str(20, description="With its country prefix, e.g. PT123456789."),
         "ssh_keys": {"oneOf": [keys, {"type": "array", "items": _str(MAX_KEYS_TEXT, 1), "minItems": 1,
                                       "maxItems": MAX_LIST_ITEMS}]},
+        "purpose": {"type": "string", "enum": ["", *PURPOSES],
+                    "description": "What the rental is for (optional; the planner's advice follows it)."},
         "asset": _SLUG, "accept": {"type": "boolean", "const": True,
                                    "description": "The customer has read that the term is fixed, that disks "
                                                   "are wiped at its end and are not a backup."}},
@@ -152,11 +169,16 @@ def _schemas() -> dict:
                        "lines": {"type": "array", "items": _ref("PriceLine")}, "total": _null(_MONEY),
                        "currency": _null(_str(3))}),
         "OrderRequest": order_request,
+        "PilotReport": _pilot_report(),
+        "PilotReportList": _obj({"reports": {"type": "array", "items": _ref("PilotReport")}}),
+        "PilotReportBody": {"type": "object", "description": "The JSON file ``anchorgpu pilot run`` wrote, as it is "
+                                                            "(kind anchorgpu-pilot-report, at most 2 MiB)."},
         "PaidRequest": _obj({"txid": _null(_str(100, description="The transfer's transaction id, if known."))}, []),
         "EmptyRequest": _obj({}, []),
     }
 
 
+PURPOSES = [value for value, _label in PURPOSE_CHOICES]
 _ERROR_TEXT = {400: "The request is malformed or invalid.", 401: "No valid API token.",
                404: "Not found (or not yours).", 409: "Not possible in the order's state, or no longer available.",
                413: "The body is too large.", 415: "The body is not JSON.",
@@ -227,6 +249,18 @@ def _paths() -> dict:
                                                 "body returns the same order; with another body it is refused."},),
                         body=_body("OrderRequest")),
         },
+        "/pilot-reports": {
+            "get": _op("listPilotReports", "Your pilot reports, newest first (at most 100).",
+                       {"200": _ok("Your reports.", "PilotReportList"), **_errors(400, 401)}),
+            "post": _op("uploadPilotReport", "Upload a pilot report: the planner then uses its measured throughput.",
+                        {"201": _ok("The report was kept.", "PilotReport",
+                                    {"Location": {"schema": {"type": "string"}}}),
+                         **_errors(400, 401, 413, 415)}, body=_body("PilotReportBody")),
+        },
+        "/pilot-reports/{report_id}": {"get": _op(
+            "getPilotReport", "The figures the shop takes from one of your pilot reports.",
+            {"200": _ok("The report's figures.", "PilotReport"), **_errors(400, 401, 404)},
+            params=({"name": "report_id", "in": "path", "required": True, "schema": _str(36, 36, format="uuid")},))},
         "/orders/{reference}": {"get": _op("getOrder", "An order's state, payment quote, payment and access.",
                                            {"200": _ok("The order.", "Order"), **_errors(400, 401, 404)},
                                            params=(_REFERENCE,))},

@@ -12,11 +12,13 @@ from django_countries import countries
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
 from anchorgpu.i18n import message
+from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.services import Checkout
 from anchorgpu.orders.ssh_keys import SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
 
 from .forms import checked_start
+from .run_plans import run_plan_for_order
 
 MAX_KEYS_TEXT = 40_000
 _VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")
@@ -65,6 +67,11 @@ class CheckoutForm(forms.Form):
                                    error_messages={"invalid_choice": _("Choose one of the assets listed.")})
     # Made when the page is shown: pressing "Place the order" twice places one order.
     submission = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+    # What the rental is for (kept on the order), and the planner's run plan the customer came with (signed).
+    purpose = forms.ChoiceField(label=_("What the rental is for (optional)"), required=False,
+                                choices=[("", _("Not said"))] + PURPOSE_CHOICES,
+                                error_messages={"invalid_choice": _("Choose one of the purposes listed.")})
+    plan = forms.CharField(widget=forms.HiddenInput, required=False, max_length=8000)
     accept = forms.BooleanField(
         label=_("I understand that the term is fixed, that the machine’s disks are wiped when it ends, and that "
                 "local disks are not a backup."),
@@ -136,4 +143,6 @@ class CheckoutForm(forms.Form):
                         email=data["email"], country=data["country"], ssh_keys=self.parsed_keys,
                         options=[o.slug for o in data["options"]], company=data["company"].strip(),
                         billing_address=data["billing_address"].strip(), vat_id=data["vat_id"], language=language,
-                        idempotency_key=data["submission"])
+                        idempotency_key=data["submission"], purpose=data.get("purpose") or "",
+                        run_plan=run_plan_for_order(data.get("plan") or "", slug=self.product.slug,
+                                                    quantity=data["quantity"]))

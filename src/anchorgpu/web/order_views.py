@@ -29,6 +29,7 @@ from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
 
 from . import order_forms, timeline
 from .checkout_form import CheckoutForm
+from .run_plans import plan_at_checkout
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
 
@@ -45,11 +46,13 @@ def _initial(request, product: Product) -> dict:
     query = request.GET
     initial = {"email": request.user.email, "name": request.user.get_full_name(),
                "submission": f"web-{uuid.uuid4().hex}"}
-    for key in ("quantity", "term", "environment"):
+    for key in ("quantity", "term", "environment", "purpose"):
         if query.get(key):
             initial[key] = query.get(key)[:50]
     if query.get("start"):
         initial.update(start_mode="date", start=query.get("start")[:40])
+    if query.get("plan"):
+        initial["plan"] = query.get("plan")[:8000]
     if query.getlist("options"):
         initial["options"] = [slug[:50] for value in query.getlist("options") for slug in value.split(",")][:10]
     last = Order.objects.filter(user=request.user).order_by("-created_at").first()
@@ -75,6 +78,21 @@ def _preview(form: CheckoutForm, product: Product):
                                      options=options)
 
 
+def _plan_shown(form: CheckoutForm, product: Product, offer) -> dict | None:
+    """The run plan the customer came with, at the price shown: the cost per million training tokens."""
+    token = form.data.get("plan") if form.is_bound else form.initial.get("plan")
+    if not token:
+        return None
+    price = offer.price_for_term if offer is not None else None
+    quantity = offer.quantity if offer is not None else form.initial.get("quantity")
+    try:
+        quantity = int(quantity or 1)
+    except (TypeError, ValueError):
+        return None
+    return plan_at_checkout(token, slug=product.slug, quantity=quantity, total=price.total if price else None,
+                            currency=price.currency if price else "")
+
+
 @login_required
 @rate_limited("order")
 def checkout(request, slug: str):
@@ -97,7 +115,8 @@ def checkout(request, slug: str):
             status = 400
     else:
         form = CheckoutForm(initial=_initial(request, product), product=product)
-    context = {"form": form, "product": product, "offer": _preview(form, product)}
+    offer = _preview(form, product)
+    context = {"form": form, "product": product, "offer": offer, "plan": _plan_shown(form, product, offer)}
     return render(request, "web/checkout.html", context, status=status)
 
 

@@ -7,6 +7,7 @@ import json
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.planner.presets import PRESETS
 
 MAX_CONFIG = 20_000
@@ -40,6 +41,26 @@ class PlannerForm(forms.Form):
     term = forms.TypedChoiceField(label=_("Term for the cheapest option"), coerce=int, initial=7,
                                   choices=[(3, _("3 days")), (7, _("7 days")), (30, _("30 days"))])
 
+    # The run (optional): its size gives the term it needs and the cost of a result on each card.
+    tokens_per_epoch = forms.IntegerField(label=_("Training tokens per epoch"), min_value=1, max_value=10**15,
+                                          required=False)
+    epochs = forms.IntegerField(label=_("Epochs"), min_value=1, max_value=1000, required=False, initial=1)
+    steps = forms.IntegerField(label=_("Or: optimizer steps"), min_value=1, max_value=10**9, required=False)
+    global_batch = forms.IntegerField(label=_("Global batch (sequences per step)"), min_value=1, max_value=10**6,
+                                      required=False)
+    report = forms.ChoiceField(label=_("Throughput from my pilot report"), required=False, choices=[])
+    purpose = forms.ChoiceField(label=_("What the rental is for"), required=False,
+                                choices=[("", _("Not said"))] + PURPOSE_CHOICES)
+    experiments = forms.IntegerField(label=_("Independent experiments"), min_value=1, max_value=256, initial=1,
+                                     required=False)
+
+    def __init__(self, *args, reports=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reports = {str(r.pk): r for r in reports}
+        self.fields["report"].choices = [("", _("None: use the planner's estimate"))] + [
+            (key, f"{r.uploaded_at:%Y-%m-%d %H:%M} · {r.device_name or '?'} · {r.tokens_per_s:,.0f} tokens/s")
+            for key, r in self.reports.items()]
+
     def clean_config(self):
         text = self.cleaned_data.get("config", "").strip()
         if not text:
@@ -58,7 +79,14 @@ class PlannerForm(forms.Form):
             self.add_error("preset", _("Choose a model, or paste its config.json."))
         if cleaned.get("preset") and cleaned.get("config"):
             self.add_error("config", _("Give a preset or a config.json, not both."))
+        if cleaned.get("tokens_per_epoch") and cleaned.get("steps"):
+            self.add_error("steps", _("Give the run's size one way: tokens per epoch, or steps and a global batch."))
+        if cleaned.get("steps") and not cleaned.get("global_batch"):
+            self.add_error("global_batch", _("Give the global batch that goes with the number of steps."))
         return cleaned
+
+    def chosen_report(self):
+        return self.reports.get(self.cleaned_data.get("report") or "")
 
     def setup_fields(self) -> dict:
         data = self.cleaned_data

@@ -19,9 +19,11 @@ from anchorgpu.planner.model_spec import model_spec_from_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.recommend import GB, plan
 from anchorgpu.planner.setup import setup_from_mapping
+from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.shop_offers import shop_offers
 
 from .planner_form import PlannerForm
+from .run_plans import run_context, run_size
 
 COMPONENT_LABELS = {"weights": gettext_lazy("Weights"), "gradients": gettext_lazy("Gradients"),
                     "optimizer": gettext_lazy("Optimizer state"), "activations": gettext_lazy("Activations"),
@@ -73,8 +75,25 @@ def results_context(spec, setup, *, headroom: float, term: int, offers=None, est
     }
 
 
+def _run_section(form, spec, setup, data) -> dict:
+    """The term and the cost per result, when the customer gave the run's size."""
+    size = run_size(data, setup.seq_len)
+    if size is None:
+        return {}
+    report = form.chosen_report()
+    summary = report_summary(report) if report is not None else None
+    return {"run": run_context(spec=spec, setup=setup, size=size, headroom=data["headroom"] / 100, term=data["term"],
+                               report=report, summary=summary, purpose=data.get("purpose") or "",
+                               experiments=data.get("experiments") or 1),
+            "report": report, "report_summary": summary}
+
+
 def planner(request):
-    form = PlannerForm(request.GET or None)
+    reports = list(reports_of(request.user)[:20]) if request.user.is_authenticated else []
+    if request.GET and set(request.GET) <= {"report"}:  # from a report's page: the form, with that report chosen
+        form = PlannerForm(initial={"report": request.GET["report"][:40]}, reports=reports)
+    else:
+        form = PlannerForm(request.GET or None, reports=reports)
     context = {"form": form}
     status = 200
     if form.is_bound and form.is_valid():
@@ -83,6 +102,7 @@ def planner(request):
             spec = spec_from_source(model_source(data))
             setup = setup_from_mapping(form.setup_fields()).validate(spec)
             context.update(results_context(spec, setup, headroom=data["headroom"] / 100, term=data["term"]))
+            context.update(_run_section(form, spec, setup, data))
         except PlannerInputError as exc:
             form.add_error(None, _("The planner cannot use this input: %(problem)s") % {"problem": message(exc)})
             status = 400

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import order_views, planner_views, simulation_views, views
+from . import order_views, pilot_report_views, planner_views, simulation_views, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
@@ -16,6 +16,8 @@ urlpatterns = [
     path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
     path("guides/", include("anchorgpu.guides.urls")),
     path("planner/", planner_views.planner, name="planner"),
+    path("planner/reports/", pilot_report_views.pilot_reports, name="pilot_reports"),
+    path("planner/reports/<uuid:report_id>/", pilot_report_views.pilot_report, name="pilot_report"),
     path("planner/simulate/", simulation_views.planner_simulate, name="planner_simulate"),
     path("planner/simulations/<uuid:job_id>/", simulation_views.planner_simulation, name="planner_simulation"),
     path("planner/simulations/<uuid:job_id>/status/", simulation_views.planner_simulation_status,
