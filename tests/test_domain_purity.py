@@ -16,7 +16,7 @@ PURE_MODULES = [
     "anchorgpu.planner.throughput_estimate", "anchorgpu.pilot.report_schema", "anchorgpu.simulations.child",
     "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
     "anchorgpu.chains.http", "anchorgpu.chains.esplora",
-    "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
+    "anchorgpu.json_depth", "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
 ]
 
 

@@ -31,13 +31,6 @@ SETUP = {"preset": "llama-3.1-8b", "method": "lora", "lora_rank": "16", "optimiz
 RATE = 3000.0  # tokens/s the pilot measured on one H100
 
 
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
-
 
 def planner(client, **run):
     response = client.get(reverse("planner"), {**SETUP, **{k: str(v) for k, v in run.items()}})

@@ -16,13 +16,6 @@ from tests.runplans.reports import CPU_REPORT, as_bytes, gpu_report
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
-
 
 def upload(client, data: bytes, name: str = "report.json"):
     return client.post(reverse("pilot_reports"), {"report": SimpleUploadedFile(name, data, "application/json")})

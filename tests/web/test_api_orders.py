@@ -371,3 +371,11 @@ def test_error_messages_follow_accept_language(client):
     assert response.status_code == 404 and re.search(r"[\uac00-\ud7a3]", response.json()["error"]["message"])
     response = client.post("/api/v1/orders", data="{}", content_type="application/json", HTTP_ACCEPT_LANGUAGE="pt")
     assert response.status_code == 401 and "token" in response.json()["error"]["message"].lower()
+
+
+def test_a_body_nested_deep_enough_to_crash_the_parser_is_refused_before_parsing(api):
+    for raw in ('{"product": ' + "[" * 300_000, "[" * 500_000 + "]" * 500_000):
+        response = api.post("/api/v1/orders", raw=raw, key="deep")
+        body = error(response, 400, "bad_json")
+        assert "too deeply" in body["message"]
+    assert Order.objects.count() == 0

@@ -28,9 +28,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from anchorgpu.json_depth import too_deep
+
 REPORT_KIND = "anchorgpu-pilot-report"
 SUPPORTED_SCHEMAS = (1,)
 MAX_REPORT_BYTES = 2 * 1024 * 1024
+MAX_NESTING = 64  # a report nests about 5 levels deep
 
 
 class ReportRejected(ValueError):
@@ -60,6 +63,9 @@ def read_report(data: bytes, *, max_bytes: int | None = MAX_REPORT_BYTES) -> dic
         raise ReportRejected("not_utf8", f"the file is not UTF-8 text (byte {exc.start} is not valid).") from None
     if not text.strip():
         raise ReportRejected("not_json", "the file is empty.")
+    if too_deep(data, MAX_NESTING):  # before parsing: the parser recurses, and can crash on very deep input
+        raise ReportRejected("not_json", f"the file's JSON nests more than {MAX_NESTING} levels deep; a pilot "
+                                         "report does not.")
     try:
         report = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -12,9 +12,12 @@ from django.core.exceptions import RequestDataTooBig
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
+from anchorgpu.json_depth import too_deep
+
 from .responses import api_error
 
 MAX_LIST_ITEMS = 100
+MAX_NESTING = 32  # no body of this API nests more than 2 levels; deeper input is refused before parsing
 
 
 class BodyError(Exception):
@@ -62,6 +65,8 @@ def read_json(request, *, fields: set[str], optional: bool = False) -> dict:
     if request.content_type.lower() != "application/json":
         raise BodyError(api_error(415, "unsupported_media_type",
                                   _("Send the body as JSON, with the header Content-Type: application/json.")))
+    if too_deep(raw, MAX_NESTING):  # measured before parsing: the parser recurses, and deep input can crash it
+        raise BodyError(api_error(400, "bad_json", _("The body nests lists or objects too deeply.")))
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):

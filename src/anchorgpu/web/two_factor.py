@@ -148,17 +148,22 @@ def two_factor_verify(*, user, code: str, purpose: str, now: datetime | None = N
     ("code" or "recovery code"), or None when refused."""
     now = now or _now()
     with transaction.atomic():
-        device = TwoFactorDevice.objects.select_for_update().filter(user=user, confirmed_at__isnull=False).first()
+        device = _confirmed_device_locked(user)
         if device is None:
             return None
         return _verify_locked(device, user=user, code=code, purpose=purpose, now=now)
+
+
+def _confirmed_device_locked(user) -> TwoFactorDevice | None:
+    """The user's confirmed device, its row locked until the transaction ends (one code check at a time)."""
+    return TwoFactorDevice.objects.select_for_update().filter(user=user, confirmed_at__isnull=False).first()
 
 
 def two_factor_disable(*, user, code: str, now: datetime | None = None) -> bool:
     """Turn two-factor sign-in off; needs a current code or a recovery code."""
     now = now or _now()
     with transaction.atomic():
-        device = TwoFactorDevice.objects.select_for_update().filter(user=user, confirmed_at__isnull=False).first()
+        device = _confirmed_device_locked(user)
         if device is None:
             return False
         used = _verify_locked(device, user=user, code=code, purpose="turning it off", now=now)
@@ -174,7 +179,7 @@ def recovery_codes_renew(*, user, code: str, now: datetime | None = None) -> lis
     """New recovery codes (the old ones stop working); needs a current code or a recovery code."""
     now = now or _now()
     with transaction.atomic():
-        device = TwoFactorDevice.objects.select_for_update().filter(user=user, confirmed_at__isnull=False).first()
+        device = _confirmed_device_locked(user)
         if device is None:
             return None
         used = _verify_locked(device, user=user, code=code, purpose="new recovery codes", now=now)
