@@ -158,3 +158,18 @@ def test_a_tampered_plan_is_ignored_at_checkout(client, alice):
     response = client.get(link)
     assert response.status_code == 200 and response.context["plan"] is None
     assert "per million training tokens" not in response.content.decode()
+
+
+def test_the_pilots_measured_peak_decides_whether_its_configuration_fits(client, alice):
+    upload(client, as_bytes(gpu_report(tokens_per_s=RATE, peak_gib=40.0)))
+    roomy = planner(client, tokens_per_epoch=10**9, report=PilotReport.objects.get().pk)
+    assert roomy.context["run"]["peak_check"]["fits"] and row_for(roomy, "h100-sxm-80gb")["source"] == "pilot"
+    assert "Its measured peak, 40.0 GiB per card, fits 1 × H100 SXM 80 GB" in roomy.content.decode()
+
+    # Same model, but the pilot found 72 GiB at the peak: more than an 80 GB card leaves after 10 % headroom.
+    upload(client, as_bytes(gpu_report(tokens_per_s=RATE, peak_gib=72.0)))
+    tight = planner(client, tokens_per_epoch=10**9, report=PilotReport.objects.order_by("-uploaded_at")[0].pk)
+    check = tight.context["run"]["peak_check"]
+    assert not check["fits"] and check["estimate_gib"] < check["usable_gib"] < 72  # the estimate alone said yes
+    assert not any(r["product"] == "h100-sxm-80gb" and r["quantity"] == 1 for r in tight.context["run"]["rows"])
+    assert "does not fit 1 × H100 SXM 80 GB" in tight.content.decode()

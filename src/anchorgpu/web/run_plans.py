@@ -64,6 +64,26 @@ def _overheads(summary) -> Overheads:
                      checkpoint_upload_s=upload_seconds(summary.checkpoint_bytes))
 
 
+def _measured_here(option, report) -> bool:
+    """True when the pilot ran this very configuration: the same product on as many cards."""
+    return report is not None and option.offer.slug == report.product_slug and option.cards == report.device_count
+
+
+def _fits(option, report) -> bool:
+    """Whether a configuration fits: the pilot's measured peak where it ran this configuration, else the
+    planner's estimate (both against the memory left after the headroom)."""
+    return report.peak_memory_bytes <= option.usable_bytes if _measured_here(option, report) else option.fits
+
+
+def _peak_check(options, report) -> dict | None:
+    here = next((o for o in options if _measured_here(o, report)), None)
+    if here is None:
+        return None
+    return {"name": here.offer.name, "quantity": here.quantity, "peak_gib": report.peak_memory_bytes / 2**30,
+            "usable_gib": here.usable_bytes / 2**30, "estimate_gib": here.breakdown.peak / 2**30,
+            "fits": _fits(here, report)}
+
+
 def _checkout(slug: str, quantity: int, term: int | None, token: str, purpose: str) -> str:
     query = {"quantity": quantity, "plan": token}
     if term:
@@ -81,7 +101,7 @@ def run_context(*, spec, setup, size: RunSize, headroom: float, term: int, repor
         measured[report.product_slug] = report.tokens_per_s / max(1, report.device_count)
     offers = [replace(o, peak_flops_per_card=peak_flops(o.slug)) for o in shop_offers()]
     result = plan(spec, setup, offers, headroom=headroom, term_days=term, throughput=Throughput(measured=measured))
-    fitting = [o for o in result.options if o.fits and o.tokens_per_second and o.prices]
+    fitting = [o for o in result.options if _fits(o, report) and o.tokens_per_second and o.prices]
     overheads = _overheads(summary)
     comparison = compare(size, [Candidate.from_option(o, measured=o.offer.slug in measured) for o in fitting],
                          overheads=overheads)
@@ -98,6 +118,7 @@ def run_context(*, spec, setup, size: RunSize, headroom: float, term: int, repor
               "cheapest": comparison.cheapest is not None and row["key"] == comparison.cheapest.candidate.key,
               "wall": duration(row["wall_s"])} for row in rows]
     context = {"size": size, "rows": table, "token": token, "measured_product": report.product_slug if report else "",
+               "peak_check": _peak_check(result.options, report) if report is not None else None,
                "purpose_advice": [advice_text(a) for a in aim.advice] if aim else []}
     if focus is not None:
         advice = focus.advice
