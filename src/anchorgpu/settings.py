@@ -29,6 +29,9 @@ ANCHORGPU_ADMIN_2FA                      "1": operators need two-factor sign-in 
                                          always give a code at sign-in, whatever this says
 ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
 ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
+ANCHORGPU_CATALOG_CACHE                  "0" turns off the exact cache of the catalog's and offers API's answers (on by
+                                         default; PostgreSQL only: keyed on the database snapshot, the second and the
+                                         query, see anchorgpu.catalog.answer_cache; always off on SQLite)
 ANCHORGPU_BENCH_CEILING                  "1" mounts the load test's bare view at /bench/ceiling (bench/load.py sets
                                          it; never mounted in production)
 """
@@ -287,6 +290,9 @@ ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = PRODUCTION and _flag("ANCHORGPU_BEHIND_TLS
 ANCHORGPU_ADMIN_2FA = admin_two_factor_required(production=PRODUCTION, value=os.environ.get("ANCHORGPU_ADMIN_2FA"))
 # /metrics answers with this bearer token; without one, only to requests from the machine itself.
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
+# The catalog's answers, cached per process under the PostgreSQL snapshot, the second and the query: exact
+# (anchorgpu.catalog.answer_cache); never used on SQLite.
+ANCHORGPU_CATALOG_CACHE = _flag("ANCHORGPU_CATALOG_CACHE", default=True)
 # bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
 ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

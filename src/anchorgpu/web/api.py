@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from functools import wraps
 
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.urls import path
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
+from anchorgpu.catalog import answer_cache
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
@@ -61,9 +62,15 @@ def offers(request):
     if not form.is_valid():
         return form_error(form)
     data = form.cleaned_data
-    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
-                                   environment=data["environment"])
-    return JsonResponse([_offer_json(o) for o in found], safe=False)
+
+    def body(now) -> bytes:
+        found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
+                                       environment=data["environment"], now=now)
+        return JsonResponse([_offer_json(o) for o in found], safe=False).content
+
+    # The JSON bytes, exact for this database state and second (anchorgpu.catalog.answer_cache).
+    return HttpResponse(answer_cache.answer("offers-json", form.query_key(), body),
+                        content_type="application/json")
 
 
 @read_only

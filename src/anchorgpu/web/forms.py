@@ -100,6 +100,13 @@ class OfferQueryForm(forms.Form):
             self.add_error(None, problem)
         return cleaned
 
+    def query_key(self) -> tuple:
+        """A valid query, normalised, for the answer cache (anchorgpu.catalog.answer_cache): what the
+        offers read of it; the environment by the name and stack they check it with."""
+        data, env = self.cleaned_data, self.cleaned_data["environment"]
+        return (data["term"], data["quantity"], data["start"].isoformat() if data["start"] else None,
+                (env.slug, env.name, env.stack) if env is not None else None)
+
 
 class ProductQueryForm(OfferQueryForm):
     """The same for one product, with the environment checked against its stack and options priced."""

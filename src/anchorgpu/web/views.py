@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from anchorgpu.catalog import answer_cache
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import TERM_DAYS
@@ -22,16 +24,27 @@ def _status(form) -> int:
     return 200 if form.is_valid() else 400
 
 
+def _catalog_offers(form, now) -> tuple[list, str]:
+    """The offers and their table (web/_offers.html), which holds nothing of the visitor's: rendered
+    without the request, so that it can be cached (anchorgpu.catalog.answer_cache)."""
+    data = form.cleaned_data
+    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
+                                   environment=data["environment"], now=now)
+    return found, render_to_string("web/_offers.html", {"form": form, "offers": found, "terms": TERM_DAYS})
+
+
 def catalog(request):
     form = OfferQueryForm.from_query(request.GET, strict=False)
-    offers = []
     if form.is_valid():
-        data = form.cleaned_data
-        offers = offers_selector.offers(term_days=data["term"], quantity=data["quantity"],
-                                        not_before=data["start"], environment=data["environment"])
-    context = {"form": form, "offers": offers, "terms": TERM_DAYS, "now": timezone.now()}
-    template = "web/_offers.html" if request.headers.get("HX-Request") else "web/catalog.html"
-    return render(request, template, context, status=_status(form))
+        offers, offers_html = answer_cache.answer("catalog-offers-html", form.query_key(),
+                                                  lambda now: _catalog_offers(form, now))
+    else:  # the form's errors: never cached
+        offers = []
+        offers_html = render_to_string("web/_offers.html", {"form": form, "offers": offers, "terms": TERM_DAYS})
+    if request.headers.get("HX-Request"):
+        return HttpResponse(offers_html, status=_status(form))
+    context = {"form": form, "offers": offers, "offers_html": offers_html, "terms": TERM_DAYS, "now": timezone.now()}
+    return render(request, "web/catalog.html", context, status=_status(form))
 
 
 def product_detail(request, slug: str):

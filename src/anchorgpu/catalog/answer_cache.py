@@ -1,0 +1,205 @@
+"""An exact cache for the live catalog's answers (the catalog page's offers table, the offers API's JSON).
+
+Why it is exact
+---------------
+
+The offers are a pure function of three things: the committed data the database shows, the second they are
+computed for (``offers.offers`` works with ``now.replace(microsecond=0)``) and the request's parameters
+(the normalised query and the language it is rendered in). The key holds all three:
+
+* **The data: PostgreSQL's current snapshot**, ``SELECT pg_current_snapshot()::text`` (PostgreSQL 13+),
+  ``xmin:xmax:xip_list``. PostgreSQL's documentation (Functions, "Transaction ID and Snapshot Information";
+  Table "Snapshot Components") describes it: ``xmin`` is the lowest transaction ID still active; ``xmax``
+  is one past the highest *completed* transaction ID; ``xip_list`` the IDs active at the time of the
+  snapshot, only those between ``xmin`` and ``xmax`` (there may be active IDs above ``xmax``). An ID below
+  ``xmax`` that is not in the list had completed when the snapshot was taken, so it is visible or not
+  according to its commit status; IDs at or above ``xmax`` and those in the list are not visible. The list
+  holds no subtransactions, which become visible only with their top-level transaction. So a snapshot
+  decides, for every transaction ID, whether its writes are visible, and a transaction's commit status
+  never changes once it has completed: two equal snapshots make exactly the same committed rows visible.
+
+  It is the *completion* of a transaction (commit or rollback) that changes the snapshot, not its start: a
+  write transaction that has only begun may take an ID above ``xmax`` and stay out of the list, which is
+  harmless, since it is invisible; a transaction that only reads takes no ID and changes nothing. When a
+  transaction with an ID completes, either ``xmax`` moves past it or it leaves ``xip_list``; new IDs are
+  never below ``xmax``, ``xmax`` never goes back, and so a snapshot, once it has changed, never comes back.
+  A booking committed a moment ago therefore changes the key of every later request: the answer follows it
+  at once, within the same second. Transaction IDs count across the whole PostgreSQL server (and are 64-bit
+  here), so writes to other databases only make the key change more often.
+
+  The answer is computed in a ``REPEATABLE READ, READ ONLY`` transaction whose first statement reads the
+  snapshot: in that mode ``pg_current_snapshot()`` returns the transaction's own snapshot, the one every
+  query of the computation reads with. The value is stored under *that* snapshot, so what sits in the cache
+  under a key is exactly the answer for the data that key makes visible.
+* **The second**: the ``now`` the offers are computed for, passed to them explicitly.
+* **The request**: the validated, normalised parameters (the environment by the name and stack the
+  computation uses), the active language (translations, and the language prefix of the links in the
+  table), the time zone and the script prefix. Settings the computation reads (the booking horizon) are
+  fixed per process; a change of settings (tests) empties the cache.
+
+Nothing else goes in: a cached entry holds no per-user content and no CSRF token (the catalog page around
+the cached table, with the visitor's menu and the forms' tokens, is rendered for each request). Bad
+queries (400, with their messages) are not cached: the views validate first and ask only for valid ones.
+
+When it is off
+--------------
+
+* ``ANCHORGPU_CATALOG_CACHE=0``.
+* On SQLite (the embedded default): it has no snapshot to key on, so every answer is computed.
+* Inside a transaction that is already open (``atomic`` blocks, and Django's non-transactional tests): its
+  own uncommitted writes are visible to it and not part of the snapshot.
+
+The cache is per process, thread-safe and bounded (``SIZE`` entries, least recently used out first; entries
+of a past second, which no later request can use, go first). A thread that asks for a key another thread
+of the process is computing waits for that answer: each process computes a key once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from datetime import datetime
+from typing import Callable, Hashable, TypeVar
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.urls import get_script_prefix
+from django.utils import timezone, translation
+
+T = TypeVar("T")
+
+SIZE = 256
+SNAPSHOT_SQL = "SELECT pg_current_snapshot()::text"
+_WAIT_SECONDS = 10.0  # for another thread's computation of the same key; then compute without it
+
+
+class AnswerCache:
+    """A bounded LRU map, safe between threads, with one computation per key at a time."""
+
+    def __init__(self, size: int = SIZE):
+        self.size = size
+        self._entries: OrderedDict[Hashable, object] = OrderedDict()
+        self._computing: dict[Hashable, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._second: datetime | None = None
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._second = None
+
+    def get(self, key: Hashable, default=None):
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        return default
+
+    def put(self, key: Hashable, value: object, second: datetime) -> None:
+        with self._lock:
+            if self._second is None or second > self._second:
+                # A new second: the entries of past seconds cannot be asked for again.
+                self._second = second
+                for old in [k for k in self._entries if k[1] < second]:
+                    del self._entries[old]
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def claim(self, key: Hashable) -> tuple[bool, object, threading.Event | None]:
+        """(found, value, event): the value if cached; else an event, set when the thread computing
+        ``key`` is done (None when this thread is to compute it, and must call ``release``)."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return True, self._entries[key], None
+            self.misses += 1
+            event = self._computing.get(key)
+            if event is None:
+                self._computing[key] = threading.Event()
+            return False, None, event
+
+    def release(self, key: Hashable) -> None:
+        with self._lock:
+            event = self._computing.pop(key, None)
+        if event is not None:
+            event.set()
+
+
+_CACHE = AnswerCache()
+_MISSING = object()
+
+
+def clear() -> None:
+    _CACHE.clear()
+
+
+def _on_setting_changed(**_kwargs) -> None:
+    clear()  # answers computed under other settings (tests change them)
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="anchorgpu.catalog.answer_cache")
+
+
+def enabled(using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether answers are cached now: the setting on, PostgreSQL, and no transaction open."""
+    connection = connections[using]
+    return (bool(getattr(settings, "ANCHORGPU_CATALOG_CACHE", True)) and connection.vendor == "postgresql"
+            and not connection.in_atomic_block and connection.get_autocommit())
+
+
+def _snapshot(connection) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(SNAPSHOT_SQL)
+        return cursor.fetchone()[0]
+
+
+def _now() -> datetime:
+    return timezone.now().replace(microsecond=0)
+
+
+def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, using: str = DEFAULT_DB_ALIAS) -> T:
+    """``compute(now)``'s value for this database state, second, request and language: from the cache when
+    the same key was computed before in this process, else computed (and kept). ``kind`` names the
+    answer (a view's rendering), ``params`` its normalised parameters; ``compute`` must depend on nothing
+    else than those, ``now`` and the database."""
+    if not enabled(using):
+        return compute(_now())
+    connection = connections[using]
+    context = (translation.get_language(), timezone.get_current_timezone_name(), get_script_prefix())
+    for _look in range(3):
+        now = _now()
+        key = (kind, now, _snapshot(connection), context, params)
+        found, value, event = _CACHE.claim(key)
+        if found:
+            return value
+        if event is None:  # this thread computes it
+            try:
+                return _compute(connection, kind, now, context, params, compute)
+            finally:
+                _CACHE.release(key)
+        event.wait(_WAIT_SECONDS)  # another thread computes this key: its answer, once it is there
+        value = _CACHE.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        # It came under a newer snapshot (a commit in between) or a new second: look again.
+    return _compute(connection, kind, _now(), context, params, compute)
+
+
+def _compute(connection, kind, now, context, params, compute: Callable[[datetime], T]) -> T:
+    with transaction.atomic(using=connection.alias):
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        snapshot = _snapshot(connection)  # the first read: the snapshot every query below reads with
+        value = compute(now)
+    # Under the snapshot it was computed with: that may be newer than the one looked up (a commit in
+    # between), and then it answers later requests, not the earlier key.
+    _CACHE.put((kind, now, snapshot, context, params), value, now)
+    return value
