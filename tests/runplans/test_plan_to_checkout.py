@@ -19,7 +19,7 @@ from anchorgpu.pilotreports.models import PilotReport
 from anchorgpu.planner.recommend import SECONDS_PER_DAY
 from anchorgpu.planner.term import Overheads, RunSize, TokenRate, recommend_term, upload_seconds
 from tests import shop
-from tests.runplans.reports import as_bytes, gpu_report
+from tests.runplans.reports import CPU_REPORT, as_bytes, gpu_report
 from tests.runplans.test_reports_upload import upload
 from tests.web.test_checkout import form_data
 
@@ -173,3 +173,11 @@ def test_the_pilots_measured_peak_decides_whether_its_configuration_fits(client,
     assert not check["fits"] and check["estimate_gib"] < check["usable_gib"] < 72  # the estimate alone said yes
     assert not any(r["product"] == "h100-sxm-80gb" and r["quantity"] == 1 for r in tight.context["run"]["rows"])
     assert "does not fit 1 × H100 SXM 80 GB" in tight.content.decode()
+
+
+def test_a_report_from_a_machine_we_do_not_rent_is_not_taken_for_one_of_our_cards(client, alice):
+    upload(client, CPU_REPORT.read_bytes())  # the kit's own report from this CPU machine
+    response = planner(client, tokens_per_epoch=10**9, report=PilotReport.objects.get().pk)
+    assert all(r["source"] == "estimate" for r in response.context["run"]["rows"])
+    assert response.context["run"]["peak_check"] is None
+    assert "which is not one of our cards" in response.content.decode()
