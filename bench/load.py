@@ -7,14 +7,17 @@ What it sets up:
   of 88 cards and a few confirmed terms);
 * ``--clients`` customers, each with an API token;
 * gunicorn serving ``anchorgpu.wsgi:application`` with ``--workers`` processes of ``--threads`` threads
-  (gthread workers), on a free port on 127.0.0.1. Rate limits are off for the run
+  (gthread workers; by default one process per core, 8 threads each: the production set-up the README
+  recommends), on a free port on 127.0.0.1. Rate limits are off for the run
   (``ANCHORGPU_RATE_LIMITS=0``): every client comes from 127.0.0.1, and the limits would refuse them
   as one visitor. ``ANCHORGPU_BENCH_CEILING=1`` mounts the ceiling: a bare Django view
   (anchorgpu.ops.bench_ceiling) that answers without reading the database, through the same
   middleware and server processes as the shop. Customer emails go to the server's log (the console
   email backend).
 
-The clients (bench/load_client.py) speak HTTP/1.1 on keep-alive connections from one asyncio thread.
+The clients (bench/load_client.py) speak HTTP/1.1 on keep-alive connections from one asyncio thread. Each
+client keeps the cookies the server sets and sends them back, as a browser does, through every phase: the
+same visitors browse throughout, and a visitor who has the CSRF cookie is not given a new one.
 
 What it measures:
 
@@ -43,7 +46,7 @@ the mixed load); 0 errors; 0 double-bookings. The exit status is 0 when there we
 double-bookings and every created order is whole, whether or not the speed targets are met (they depend on
 the machine); 1 otherwise; 2 when the set-up failed. Run it from the repository root::
 
-    .venv/bin/python bench/load.py [--clients 50] [--seconds 15] [--workers 4 --threads 4]
+    .venv/bin/python bench/load.py [--clients 50] [--seconds 15] [--workers 2 --threads 8]
     .venv/bin/python bench/load.py --quick      # a few seconds, 10 clients: does it still work
 """
 
@@ -276,10 +279,10 @@ def _capacity(args, actions, server_pid: int, names: tuple[str, ...], title: str
     for name in names:
         action = actions[name]
         if args.warmup:
-            warm = lc.run(lc.Phase(args.clients, args.warmup, lambda rng, a=action: a), "127.0.0.1", args.port,
-                          seed=1000 + len(name))
+            warm = lc.run(lc.Phase(args.clients, args.warmup, lambda rng, a=action: a, cookies=args.cookies),
+                          "127.0.0.1", args.port, seed=1000 + len(name))
             warm_errors += sum(1 for s in warm.samples if s[3].startswith("error"))
-        phase = lc.Phase(args.clients, args.seconds, lambda rng, a=action: a)
+        phase = lc.Phase(args.clients, args.seconds, lambda rng, a=action: a, cookies=args.cookies)
         cpu = _run_phase(phase, args.port, server_pid, seed=len(name))
         results[name] = lc.figures(phase, name)
         print(f"   {name}: {cpu}")
@@ -299,7 +302,7 @@ def _mixed(args, actions, server_pid: int) -> dict[str, lc.Figures]:
     print(f"2. mixed load: {args.mixed_clients} clients, think time exponential with mean {args.think:g} s, "
           f"{'/'.join(f'{MIX_WEIGHTS[n]} % {n}' for n in names)}, {args.mixed_seconds:g} s; "
           f"{_live_rows(args.url)} live device bookings at the start")
-    phase = lc.Phase(args.mixed_clients, args.mixed_seconds, pick, think=args.think)
+    phase = lc.Phase(args.mixed_clients, args.mixed_seconds, pick, think=args.think, cookies=args.cookies)
     cpu = _run_phase(phase, args.port, server_pid, seed=99)
     results = {name: lc.figures(phase, name) for name in names}
     total = sum(f.per_second for f in results.values())
@@ -364,8 +367,8 @@ def _verdicts(capacity, mixed, errors: int, checks: dict, created: int) -> bool:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=DEFAULT_URL, help="the PostgreSQL database to create, use and drop")
-    parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1), help="gunicorn processes")
-    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn process")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="gunicorn processes (one per core)")
+    parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn process")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients in the capacity phase")
     parser.add_argument("--seconds", type=float, default=15, help="measured seconds per endpoint (capacity)")
     parser.add_argument("--warmup", type=float, default=2, help="unmeasured seconds before each endpoint")
@@ -390,6 +393,7 @@ def main() -> int:
         print("--url must name a PostgreSQL database", file=sys.stderr)
         return 2
     args.port = _free_port()
+    args.cookies = {}  # each client's cookie jar, kept through every phase: the same 50 visitors throughout
     data_dir = tempfile.mkdtemp(prefix="anchorgpu-load-")
     env = {**os.environ, "DATABASE_URL": args.url, "ANCHORGPU_DATA_DIR": data_dir, "ANCHORGPU_RATE_LIMITS": "0",
            "ANCHORGPU_ALLOW_TEST_KEYS": "1", "ANCHORGPU_BENCH_CEILING": "1", "DJANGO_SETTINGS_MODULE":

@@ -36,6 +36,7 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
         self.reopened = 0  # idle connections the server had closed, opened again
         self.opened_at = 0.0
+        self.set_cookies: list[bytes] = []  # the Set-Cookie values of the last answer
 
     def age(self) -> float:
         return time.perf_counter() - self.opened_at if self.writer is not None else 0.0
@@ -68,6 +69,7 @@ class Connection:
             return await self.send(raw)
         status = int(status_line.split(b" ", 2)[1])
         length, chunked, close = 0, False, False
+        self.set_cookies = []
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b"\n", b""):
@@ -80,6 +82,8 @@ class Connection:
                 chunked = b"chunked" in value.lower()
             elif name == b"connection":
                 close = b"close" in value.lower()
+            elif name == b"set-cookie":
+                self.set_cookies.append(value.strip())
         body = await (self._chunks() if chunked else self.reader.readexactly(length))
         if close:
             await self.close()
@@ -131,6 +135,10 @@ class Phase:
     # opened all at once may pile onto one server process, which then holds them for the whole phase (one
     # process of the gthread server uses one core at most); recycled, they go to the processes free to accept.
     recycle_seconds: float = 1.0
+    # The clients' cookie jars, by client index, kept from one phase to the next when the same dict is given.
+    # With jars, a client sends back the cookies the server set (name and value only), as a browser does; a
+    # returning visitor then has the CSRF cookie and is not given a new one. None: no cookies at all.
+    cookies: dict[int, dict[bytes, bytes]] | None = None
     samples: list[Sample] = field(default_factory=list)
     reopened: int = 0
     started: float = 0.0
@@ -148,6 +156,9 @@ async def _client(phase: Phase, index: int, host: str, port: int, deadline: floa
         action = phase.pick(rng)
         raw = action.build(index, n)
         n += 1
+        jar = phase.cookies.setdefault(index, {}) if phase.cookies is not None else None
+        if jar:
+            raw = with_cookies(raw, jar)
         if phase.recycle_seconds and connection.age() > phase.recycle_seconds:
             await connection.close()
         started = time.perf_counter()
@@ -155,6 +166,8 @@ async def _client(phase: Phase, index: int, host: str, port: int, deadline: floa
             async with asyncio.timeout(phase.timeout):
                 status, body = await connection.send(raw)
             outcome = action.judge(status, body)
+            if jar is not None:
+                keep_cookies(jar, connection.set_cookies)
         except TimeoutError:
             outcome = "error: timeout"
             await connection.close()
@@ -166,6 +179,24 @@ async def _client(phase: Phase, index: int, host: str, port: int, deadline: floa
             await asyncio.sleep(rng.expovariate(1 / phase.think))
     phase.reopened += connection.reopened
     await connection.close()
+
+
+def with_cookies(raw: bytes, jar: dict[bytes, bytes]) -> bytes:
+    """The request with a Cookie header of the jar, after its request line."""
+    line, rest = raw.split(b"\r\n", 1)
+    return line + b"\r\nCookie: " + b"; ".join(k + b"=" + v for k, v in jar.items()) + b"\r\n" + rest
+
+
+def keep_cookies(jar: dict[bytes, bytes], set_cookies: list[bytes]) -> None:
+    """Keep the cookies of Set-Cookie values (only name and value: the attributes are not needed here); forget
+    a cookie set empty or with ``Max-Age=0`` (how a server deletes one)."""
+    for value in set_cookies:
+        name, _eq, rest = value.split(b";", 1)[0].partition(b"=")
+        name, rest = name.strip(), rest.strip()
+        if rest in (b"", b'""') or b"max-age=0" in value.lower().replace(b" ", b""):
+            jar.pop(name, None)
+        else:
+            jar[name] = rest
 
 
 def run(phase: Phase, host: str, port: int, seed: int = 1) -> Phase:

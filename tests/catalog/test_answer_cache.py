@@ -158,14 +158,32 @@ def test_another_language_or_query_is_another_entry(client, shop, second):
 
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_bad_queries_are_answered_and_not_cached(client, shop, second):
+def test_bad_queries_are_answered_each_time_and_not_kept(client, shop, second):
+    """A query keyed as sent is validated inside the computation; its 400 is computed again each time."""
     for path, headers in (("/api/v1/offers?term=4", None), ("/api/v1/offers?colour=red", None),
                           ("/en/?quantity=0", None), ("/en/?quantity=0", TABLE)):
-        response, sql = _get(client, path, headers)
-        assert response.status_code == 400
-        assert sql == []  # not even the snapshot is read
+        for _ in range(2):
+            response, sql = _get(client, path, headers)
+            assert response.status_code == 400
+            assert _computed(sql)
     assert len(answer_cache._CACHE) == 0
-    assert client.get("/api/v1/offers?term=4").json()["error"]["code"]
+    assert client.get("/api/v1/offers?term=4").json()["error"]["code"] == "invalid_request"
+    assert "Terms are 3, 7 or 30 days" in client.get("/en/?term=4").content.decode()
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_start_is_checked_at_each_request_before_the_cache_is_asked(client, shop, second):
+    """Whether a start has passed depends on the moment, not on the second: never keyed as sent."""
+    past = (timezone.now() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
+    for path, headers in ((f"/api/v1/offers?start={past}", None), (f"/en/?start={past}", TABLE),
+                          (f"/en/?start={past}", None)):
+        response, sql = _get(client, path, headers)
+        assert response.status_code == 400 and sql == []  # refused before the snapshot is read
+    later = (timezone.now() + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
+    first, again, sql = _hit_after(client, f"/api/v1/offers?term=3&start={later}")
+    assert again.content == first.content and sql == [SNAPSHOT_SQL]
+    assert all(o["earliest_start"] >= later for o in again.json() if o["earliest_start"])
 
 
 @pytest.mark.postgres_only

@@ -61,16 +61,19 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Callable, Hashable, TypeVar
 
+import psycopg
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, Error, connections, transaction
 from django.urls import get_script_prefix
 from django.utils import timezone, translation
+from psycopg import pq
 
 T = TypeVar("T")
 
 SIZE = 256
 SNAPSHOT_SQL = "SELECT pg_current_snapshot()::text"
+_SNAPSHOT_SQL_BYTES = SNAPSHOT_SQL.encode()
 _WAIT_SECONDS = 10.0  # for another thread's computation of the same key; then compute without it
 
 
@@ -155,20 +158,57 @@ def enabled(using: str = DEFAULT_DB_ALIAS) -> bool:
             and not connection.in_atomic_block and connection.get_autocommit())
 
 
+def _read_snapshot(connection) -> str:
+    """One round trip. Where queries are recorded (tests, ``DEBUG``) it goes through the ORM's cursor like any
+    other query. Otherwise it is sent straight through libpq: it is the only query of a cached answer, and the
+    cursor's layers cost more than PostgreSQL takes to answer it. Errors are Django's, as from a cursor."""
+    if connection.queries_logged:
+        with connection.cursor() as cursor:
+            cursor.execute(SNAPSHOT_SQL)
+            return cursor.fetchone()[0]
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        pgconn = connection.connection.pgconn
+        result = pgconn.exec_(_SNAPSHOT_SQL_BYTES)
+        if result.status == pq.ExecStatus.TUPLES_OK and result.ntuples == 1:
+            return result.get_value(0, 0).decode("ascii")
+        if pgconn.status == pq.ConnStatus.BAD:  # the server is gone: as a cursor says it
+            raise psycopg.OperationalError(pgconn.get_error_message() or "the connection to the server was lost")
+        raise psycopg.errors.error_from_result(result)
+
+
 def _snapshot(connection) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(SNAPSHOT_SQL)
-        return cursor.fetchone()[0]
+    """The current snapshot. It is also the connection's health check.
+
+    With ``CONN_HEALTH_CHECKS`` on, Django checks a connection kept from an earlier request with a query of its
+    own before the request's first query: one more round trip to PostgreSQL. The snapshot query proves as much
+    about the connection, so it takes that check's place and a cached answer costs one round trip, not two.
+    When it fails on a connection that was due its check, the connection is closed and the query is sent
+    once more on a new one: what Django does after a failed check. An error on a connection already checked
+    in this request propagates, as any query's would."""
+    if connection.connection is not None and connection.health_check_enabled and not connection.health_check_done:
+        connection.health_check_done = True
+        try:
+            return _read_snapshot(connection)
+        except Error:
+            connection.close()  # enabled() said no transaction is open: nothing is lost with it
+    return _read_snapshot(connection)
 
 
 def _now() -> datetime:
     return timezone.now().replace(microsecond=0)
 
 
-def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, using: str = DEFAULT_DB_ALIAS) -> T:
+def _always(_value) -> bool:
+    return True
+
+
+def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, using: str = DEFAULT_DB_ALIAS,
+           keep: Callable[[T], bool] = _always) -> T:
     """``compute(now)``'s value for this database state, second, request and language: from the cache when
-    the same key was computed before in this process, else computed (and kept). ``kind`` names the
-    answer (a view's rendering), ``params`` its normalised parameters; ``compute`` must depend on nothing
+    the same key was computed before in this process, else computed (and kept when ``keep(value)``: a view
+    that validates inside ``compute`` keeps its good answers and not its errors). ``kind`` names the
+    answer (a view's rendering), ``params`` the request's parameters; ``compute`` must depend on nothing
     else than those, ``now`` and the database."""
     if not enabled(using):
         return compute(_now())
@@ -182,7 +222,7 @@ def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, usi
             return value
         if event is None:  # this thread computes it
             try:
-                return _compute(connection, kind, now, context, params, compute)
+                return _compute(connection, kind, now, context, params, compute, keep)
             finally:
                 _CACHE.release(key)
         event.wait(_WAIT_SECONDS)  # another thread computes this key: its answer, once it is there
@@ -190,10 +230,11 @@ def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, usi
         if value is not _MISSING:
             return value
         # It came under a newer snapshot (a commit in between) or a new second: look again.
-    return _compute(connection, kind, _now(), context, params, compute)
+    return _compute(connection, kind, _now(), context, params, compute, keep)
 
 
-def _compute(connection, kind, now, context, params, compute: Callable[[datetime], T]) -> T:
+def _compute(connection, kind, now, context, params, compute: Callable[[datetime], T],
+             keep: Callable[[T], bool]) -> T:
     with transaction.atomic(using=connection.alias):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -201,5 +242,6 @@ def _compute(connection, kind, now, context, params, compute: Callable[[datetime
         value = compute(now)
     # Under the snapshot it was computed with: that may be newer than the one looked up (a commit in
     # between), and then it answers later requests, not the earlier key.
-    _CACHE.put((kind, now, snapshot, context, params), value, now)
+    if keep(value):
+        _CACHE.put((kind, now, snapshot, context, params), value, now)
     return value

@@ -15,7 +15,7 @@ from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
 
-from . import api_orders, api_pilot_reports, api_schema
+from . import api_orders, api_pilot_reports, api_schema, catalog_cache
 from .api_json import iso, price_json
 from .forms import OfferQueryForm, ProductQueryForm
 from .responses import api_error, form_error
@@ -56,21 +56,35 @@ def _offer_json(offer) -> dict:
     }
 
 
+def _offers_json(data: dict, now) -> bytes:
+    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
+                                   environment=data["environment"], now=now)
+    return JsonResponse([_offer_json(o) for o in found], safe=False).content
+
+
+def _offers_answer(query, now):
+    """The JSON bytes for a good query, else the 400 response."""
+    form = OfferQueryForm.from_query(query, strict=True)
+    return _offers_json(form.cleaned_data, now) if form.is_valid() else form_error(form)
+
+
 @read_only
 def offers(request):
-    form = OfferQueryForm.from_query(request.GET, strict=True)
-    if not form.is_valid():
-        return form_error(form)
-    data = form.cleaned_data
-
-    def body(now) -> bytes:
-        found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
-                                       environment=data["environment"], now=now)
-        return JsonResponse([_offer_json(o) for o in found], safe=False).content
-
-    # The JSON bytes, exact for this database state and second (anchorgpu.catalog.answer_cache).
-    return HttpResponse(answer_cache.answer("offers-json", form.query_key(), body),
-                        content_type="application/json")
+    # The JSON bytes, exact for this database state and second (anchorgpu.catalog.answer_cache), keyed on the
+    # query as sent; a query with a start is validated first, then keyed on its normalised value
+    # (web.catalog_cache).
+    params = catalog_cache.query_params(request.GET)
+    if params is not None:
+        answer = answer_cache.answer("offers-api", params, lambda now: _offers_answer(request.GET, now),
+                                     keep=catalog_cache.kept)
+    else:
+        form = OfferQueryForm.from_query(request.GET, strict=True)
+        if not form.is_valid():
+            return form_error(form)
+        answer = answer_cache.answer("offers-json", form.query_key(), lambda now: _offers_json(form.cleaned_data, now))
+    if isinstance(answer, HttpResponse):
+        return answer
+    return HttpResponse(answer, content_type="application/json")
 
 
 @read_only

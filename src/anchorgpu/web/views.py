@@ -17,6 +17,7 @@ from anchorgpu.catalog.rules import TERM_DAYS
 from anchorgpu.catalog.selectors import environments_for, options_offered
 from anchorgpu.ops.dbdown import DATABASE_DOWN, DatabaseUnavailableMiddleware
 
+from . import catalog_cache
 from .forms import OfferQueryForm, ProductQueryForm
 
 
@@ -33,8 +34,32 @@ def _catalog_offers(form, now) -> tuple[list, str]:
     return found, render_to_string("web/_offers.html", {"form": form, "offers": found, "terms": TERM_DAYS})
 
 
-def catalog(request):
+def _catalog_context(form, offers, offers_html, now) -> dict:
+    return {"form": form, "offers": offers, "offers_html": offers_html, "terms": TERM_DAYS, "now": now}
+
+
+def _table_answer(request, now):
+    """The offers table (an htmx request): its HTML when the query is good, else the 400 response."""
     form = OfferQueryForm.from_query(request.GET, strict=False)
+    if form.is_valid():
+        return _catalog_offers(form, now)[1]
+    return HttpResponse(render_to_string("web/_offers.html", {"form": form, "offers": [], "terms": TERM_DAYS}),
+                        status=400)
+
+
+def _page_answer(request, now):
+    """The whole page (UTF-8) for a visitor without a session, with ``CSRF_HOLE`` for the token
+    (web.catalog_cache); the 400 response, rendered for this request, when the query is bad."""
+    form = OfferQueryForm.from_query(request.GET, strict=False)
+    if not form.is_valid():
+        return _catalog_page(request, form)
+    offers, offers_html = _catalog_offers(form, now)
+    context = {**_catalog_context(form, offers, offers_html, now), "csrf_token": catalog_cache.CSRF_HOLE}
+    return render_to_string("web/catalog.html", context, request=request).encode()
+
+
+def _catalog_page(request, form) -> HttpResponse:
+    """The page rendered for this visitor; only its offers table may come from the cache."""
     if form.is_valid():
         offers, offers_html = answer_cache.answer("catalog-offers-html", form.query_key(),
                                                   lambda now: _catalog_offers(form, now))
@@ -43,8 +68,26 @@ def catalog(request):
         offers_html = render_to_string("web/_offers.html", {"form": form, "offers": offers, "terms": TERM_DAYS})
     if request.headers.get("HX-Request"):
         return HttpResponse(offers_html, status=_status(form))
-    context = {"form": form, "offers": offers, "offers_html": offers_html, "terms": TERM_DAYS, "now": timezone.now()}
-    return render(request, "web/catalog.html", context, status=_status(form))
+    return render(request, "web/catalog.html", _catalog_context(form, offers, offers_html, timezone.now()),
+                  status=_status(form))
+
+
+def catalog(request):
+    """The live catalog. Repeated requests are answered whole from the answer cache where the answer is the
+    same for every visitor who sends them (web.catalog_cache says which, and on what key)."""
+    if request.headers.get("HX-Request"):
+        params = catalog_cache.query_params(request.GET)
+        if params is not None:
+            table = answer_cache.answer("catalog-table", params, lambda now: _table_answer(request, now),
+                                        keep=catalog_cache.kept)
+            return table if isinstance(table, HttpResponse) else HttpResponse(table)
+    else:
+        key = catalog_cache.page_key(request)
+        if key is not None:
+            page = answer_cache.answer("catalog-page", key, lambda now: _page_answer(request, now),
+                                       keep=catalog_cache.kept)
+            return catalog_cache.page_response(page, request)
+    return _catalog_page(request, OfferQueryForm.from_query(request.GET, strict=False))
 
 
 def product_detail(request, slug: str):

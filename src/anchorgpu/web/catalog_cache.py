@@ -1,0 +1,64 @@
+"""How the live catalog's views key whole answers in the answer cache (anchorgpu.catalog.answer_cache).
+
+A repeated request is answered without validating its query again: the key is the request as it was sent,
+and the view validates inside the computation, keeping only its good answers (a 400 is computed each time).
+What is cached, and on what key:
+
+* the offers API's JSON and the catalog's offers table (an htmx request): on the query's parameters, sorted
+  by name (``query_params``); neither echoes the query as sent;
+* the whole catalog page, for a visitor who has no session and no pending message (``page_key``): on the
+  path with its query string as sent, the host and the scheme, since the page echoes them (the log-in links
+  and the language switcher's ``next``). Such a visitor's page holds nothing else of theirs but the CSRF
+  token of the language form. The page is rendered with ``CSRF_HOLE`` in its place, a random marker of this
+  process that no visitor can know and so cannot put into the page, and each answer puts the visitor's own
+  masked token there (``page_response``), as ``{% csrf_token %}`` would. Visitors with a session (signed
+  in, or carrying messages) get their page rendered for them; only its offers table comes from the cache.
+
+A query that names a start is not keyed as sent: whether that start has passed depends on the moment, not
+only on the second the answer is for. The views validate it first, then look up its normalised value.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.messages.storage.cookie import CookieStorage
+from django.http import HttpResponse
+from django.middleware.csrf import get_token
+
+CSRF_HOLE = "csrf-hole-" + secrets.token_hex(16)
+_HOLE_BYTES = CSRF_HOLE.encode("ascii")
+
+
+def query_params(query) -> tuple | None:
+    """The query's parameters, sorted by name, with every value as sent; None when it names a start."""
+    if any(query.getlist("start")):
+        return None
+    return tuple(sorted((name, tuple(query.getlist(name))) for name in query))
+
+
+def page_key(request) -> tuple | None:
+    """The key of the whole page for a visitor without a session or messages; None for any other visitor
+    (or a query with a start)."""
+    cookies = request.COOKIES
+    if settings.SESSION_COOKIE_NAME in cookies or CookieStorage.cookie_name in cookies:
+        return None
+    if query_params(request.GET) is None:
+        return None
+    return request.get_full_path(), request.get_host(), request.is_secure()
+
+
+def kept(answer) -> bool:
+    """A good answer (the page or the bytes) is kept; a response (an error) is not."""
+    return not isinstance(answer, HttpResponse)
+
+
+def page_response(answer, request) -> HttpResponse:
+    """The visitor's response to a cached or computed page (bytes): their CSRF token in its place."""
+    if isinstance(answer, HttpResponse):
+        return answer
+    response = HttpResponse(answer.replace(_HOLE_BYTES, get_token(request).encode("ascii")))
+    # What a rendered page says too: the answer depends on the cookies (a signed-in visitor gets another).
+    response["Vary"] = "Cookie"
+    return response
