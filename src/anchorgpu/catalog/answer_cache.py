@@ -37,9 +37,14 @@ computed for (``offers.offers`` works with ``now.replace(microsecond=0)``) and t
   table), the time zone and the script prefix. Settings the computation reads (the booking horizon) are
   fixed per process; a change of settings (tests) empties the cache.
 
-Nothing else goes in: a cached entry holds no per-user content and no CSRF token (the catalog page around
-the cached table, with the visitor's menu and the forms' tokens, is rendered for each request). Bad
-queries (400, with their messages) are not cached: the views validate first and ask only for valid ones.
+Nothing else goes in: a cached entry holds no per-user content and no CSRF token. The views decide what
+they ask for and on what key (anchorgpu.web.catalog_cache): the offers API's JSON, the offers table, and the
+whole catalog page of a visitor without a session, with a marker where each answer puts the visitor's own
+CSRF token. A signed-in visitor's page is rendered for them around the cached table. Bad queries (400, with
+their messages) are never kept: ``answer(..., keep=...)`` says which values are.
+
+A cached answer costs one round trip to PostgreSQL, the snapshot query, which also serves as the
+connection's health check (``_snapshot``).
 
 When it is off
 --------------
