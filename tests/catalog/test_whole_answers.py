@@ -8,9 +8,11 @@ test_answer_cache, which says why a hit is looked for in a pause of the server's
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 from django.middleware.csrf import _unmask_cipher_token
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
@@ -39,11 +41,11 @@ def _cookie_secret(client) -> str:
     return client.cookies["csrftoken"].value
 
 
-# --------------------------------------------------------------------------- the whole page, for visitors without a session
+# ----------------------------------------------------------------- the whole page, for visitors without a session
 
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_visitors_without_a_session_get_the_cached_page_with_their_own_csrf_token(shop, second, settings):
+def test_visitors_without_a_session_get_the_cached_page_with_their_own_csrf_token(shop, second):
     alice, bob = Client(enforce_csrf_checks=True), Client(enforce_csrf_checks=True)
     for _ in range(50):
         before = _snapshot()
@@ -61,9 +63,11 @@ def test_visitors_without_a_session_get_the_cached_page_with_their_own_csrf_toke
         assert _unmask_cipher_token(_token(response)) == _cookie_secret(client)  # their own, masked afresh
     assert _cookie_secret(alice) != _cookie_secret(bob)
     assert _without_token(first) == _without_token(again) == _without_token(other)
-    settings.ANCHORGPU_CATALOG_CACHE = False
-    rendered = Client().get(PAGE)
-    assert _without_token(rendered) == _without_token(again)  # what the page is without the cache
+    with pytest.MonkeyPatch.context() as patch:  # the page as the view renders it for a signed-in visitor
+        patch.setattr(catalog_cache, "page_key", lambda request: None)
+        rendered = Client().get(PAGE)
+    assert catalog_cache.CSRF_HOLE not in rendered.content.decode()
+    assert _without_token(rendered) == _without_token(again)  # the same page, rendered for the visitor
     assert sorted(rendered.headers) == sorted(again.headers)
     assert again["Vary"] == rendered["Vary"] == "Cookie" and again["Content-Language"] == "en"
     # The token of the cached page works for its visitor, and only for them.
@@ -81,6 +85,33 @@ def test_the_page_echoes_the_query_as_it_was_sent(client, shop, second):
     assert "next=/en/%3Fterm%3D3%26quantity%3D2" in one and "next=/en/%3Fquantity%3D2%26term%3D3" not in one
     assert "next=/en/%3Fquantity%3D2%26term%3D3" in other
     assert 'name="next" type="hidden" value="/en/?quantity=2&amp;term=3"' in other
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_query_with_parameters_the_form_ignores_takes_the_offers_table_from_the_cache(client, shop, second):
+    """The page is keyed as sent; its offers table on the normalised query, so a campaign's tag costs the
+    page's rendering, not the offers."""
+    for _ in range(50):
+        before = _snapshot()
+        client.get(PAGE)
+        tagged, sql = _get(client, PAGE + "&utm_source=newsletter")
+        if _snapshot() == before:
+            break
+    assert tagged.status_code == 200 and _computed(sql)  # the page is rendered
+    assert not any("fleet_device" in q or "catalog_pricelist" in q for q in sql)  # the offers are not read
+    assert 'next=/en/%3Fterm%3D3%26utm_source%3Dnewsletter' in tagged.content.decode()
+
+
+def test_paths_written_alike_but_decoded_differently_are_different_pages():
+    """Raw UTF-8 bytes in a query and their percent-encoded Latin-1 reading give the same full path; the form
+    reads different values from them, so they are different keys."""
+    factory = RequestFactory()
+    raw = factory.get("/en/", QUERY_STRING="quantity=" + "\u0663".encode().decode("latin-1"))
+    encoded = factory.get("/en/", QUERY_STRING="quantity=%C3%99%C2%A3")
+    assert raw.get_full_path() == encoded.get_full_path()
+    assert raw.GET["quantity"] != encoded.GET["quantity"]
+    assert catalog_cache.page_key(raw) != catalog_cache.page_key(encoded)
 
 
 @pytest.mark.parametrize("cookies, whole", [({}, True), ({"csrftoken": "x" * 32}, True),
@@ -188,3 +219,40 @@ def test_an_error_of_the_snapshot_sent_through_libpq_is_djangos(shop, second, mo
         answer_cache._read_snapshot(connection)
     monkeypatch.undo()
     assert re.fullmatch(r"\d+:\d+:[\d,]*", answer_cache._read_snapshot(connection))  # the connection is fine
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_threads_waiting_for_an_answer_that_is_not_kept_compute_their_own_side_by_side(shop, second):
+    """An error (a 400) is not kept: the threads that waited for it compute at once, not one after another."""
+    for _ in range(20):
+        answer_cache.clear()
+        starts, barrier, lock = [], threading.Barrier(4), threading.Lock()
+
+        def compute(now):
+            with lock:
+                starts.append(time.monotonic())
+            time.sleep(0.5)
+            return "an error"
+
+        def ask():
+            try:
+                barrier.wait()
+                assert answer_cache.answer("test", ("bad",), compute, keep=lambda value: False) == "an error"
+            finally:
+                connections.close_all()
+
+        before = _snapshot()
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if _snapshot() == before:
+            break
+    else:
+        pytest.fail("the snapshot changed during every try")
+    starts.sort()
+    assert len(starts) == 4 and len(answer_cache._CACHE) == 0
+    assert starts[1] - starts[0] >= 0.45  # the others waited for the first computation
+    assert starts[3] - starts[1] < 0.4  # then computed side by side (in turn, 1 s apart at least)

@@ -69,7 +69,7 @@ from typing import Callable, Hashable, TypeVar
 import psycopg
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import DEFAULT_DB_ALIAS, Error, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.urls import get_script_prefix
 from django.utils import timezone, translation
 from psycopg import pq
@@ -120,7 +120,7 @@ class AnswerCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def claim(self, key: Hashable) -> tuple[bool, object, threading.Event | None]:
+    def claim(self, key: Hashable) -> tuple[bool, object, "_Computation | None"]:
         """(found, value, event): the value if cached; else an event, set when the thread computing
         ``key`` is done (None when this thread is to compute it, and must call ``release``)."""
         with self._lock:
@@ -131,18 +131,28 @@ class AnswerCache:
             self.misses += 1
             event = self._computing.get(key)
             if event is None:
-                self._computing[key] = threading.Event()
+                self._computing[key] = _Computation()
             return False, None, event
 
-    def release(self, key: Hashable) -> None:
+    def release(self, key: Hashable, kept: bool = True) -> None:
+        """The computation of ``key`` is over; ``kept``: its value was kept (under this key or a newer one)."""
         with self._lock:
             event = self._computing.pop(key, None)
         if event is not None:
+            event.kept = kept
             event.set()
+
+
+class _Computation(threading.Event):
+    """Set when a thread's computation of a key is over. ``kept`` False: its value was not kept (an error),
+    and the threads that waited for it compute their own at once, side by side, rather than in turn."""
+
+    kept = True
 
 
 _CACHE = AnswerCache()
 _MISSING = object()
+_LOCAL = threading.local()  # .inside: (alias, snapshot, now) while this thread computes an answer
 
 
 def clear() -> None:
@@ -195,7 +205,7 @@ def _snapshot(connection) -> str:
         connection.health_check_done = True
         try:
             return _read_snapshot(connection)
-        except Error:
+        except (OperationalError, InterfaceError):  # the connection is gone; an error of the query is not
             connection.close()  # enabled() said no transaction is open: nothing is lost with it
     return _read_snapshot(connection)
 
@@ -214,11 +224,17 @@ def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, usi
     the same key was computed before in this process, else computed (and kept when ``keep(value)``: a view
     that validates inside ``compute`` keeps its good answers and not its errors). ``kind`` names the
     answer (a view's rendering), ``params`` the request's parameters; ``compute`` must depend on nothing
-    else than those, ``now`` and the database."""
+    else than those, ``now`` and the database.
+
+    Asked while this thread computes another answer (a page asking for its offers table), it is looked up
+    under that computation's snapshot and second: its read-only transaction sees exactly that snapshot."""
+    context = (translation.get_language(), timezone.get_current_timezone_name(), get_script_prefix())
+    inside = getattr(_LOCAL, "inside", None)
+    if inside is not None and inside[0] == using:
+        return _answer_inside(kind, params, compute, keep, inside[1], inside[2], context)
     if not enabled(using):
         return compute(_now())
     connection = connections[using]
-    context = (translation.get_language(), timezone.get_current_timezone_name(), get_script_prefix())
     for _look in range(3):
         now = _now()
         key = (kind, now, _snapshot(connection), context, params)
@@ -226,27 +242,49 @@ def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, usi
         if found:
             return value
         if event is None:  # this thread computes it
+            kept = False
             try:
-                return _compute(connection, kind, now, context, params, compute, keep)
+                value, kept = _compute(connection, kind, now, context, params, compute, keep)
+                return value
             finally:
-                _CACHE.release(key)
+                _CACHE.release(key, kept)
         event.wait(_WAIT_SECONDS)  # another thread computes this key: its answer, once it is there
         value = _CACHE.get(key, _MISSING)
         if value is not _MISSING:
             return value
+        if not event.kept:
+            break  # an answer that is not kept (an error): this thread computes its own now
         # It came under a newer snapshot (a commit in between) or a new second: look again.
-    return _compute(connection, kind, _now(), context, params, compute, keep)
+    return _compute(connection, kind, _now(), context, params, compute, keep)[0]
 
 
 def _compute(connection, kind, now, context, params, compute: Callable[[datetime], T],
-             keep: Callable[[T], bool]) -> T:
+             keep: Callable[[T], bool]) -> tuple[T, bool]:
+    """(value, kept)."""
     with transaction.atomic(using=connection.alias):
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         snapshot = _snapshot(connection)  # the first read: the snapshot every query below reads with
-        value = compute(now)
+        _LOCAL.inside = (connection.alias, snapshot, now)
+        try:
+            value = compute(now)
+        finally:
+            _LOCAL.inside = None
     # Under the snapshot it was computed with: that may be newer than the one looked up (a commit in
     # between), and then it answers later requests, not the earlier key.
-    if keep(value):
+    kept = keep(value)
+    if kept:
         _CACHE.put((kind, now, snapshot, context, params), value, now)
+    return value, kept
+
+
+def _answer_inside(kind, params, compute: Callable[[datetime], T], keep: Callable[[T], bool], snapshot: str,
+                   now: datetime, context: tuple) -> T:
+    """An answer asked for during another's computation, in its transaction: same snapshot, same second."""
+    key = (kind, now, snapshot, context, params)
+    value = _CACHE.get(key, _MISSING)
+    if value is _MISSING:
+        value = compute(now)
+        if keep(value):
+            _CACHE.put(key, value, now)
     return value

@@ -14,6 +14,10 @@ What is cached, and on what key:
   masked token there (``page_response``), as ``{% csrf_token %}`` would. Visitors with a session (signed
   in, or carrying messages) get their page rendered for them; only its offers table comes from the cache.
 
+A page or a table computed anew still takes its offers table from the cache when another request with the
+same normalised query computed it (the same snapshot and second): a query that differs only in parameters
+the form ignores costs the page's rendering, not the offers.
+
 A query that names a start is not keyed as sent: whether that start has passed depends on the moment, not
 only on the second the answer is for. The views validate it first, then look up its normalised value.
 """
@@ -44,9 +48,12 @@ def page_key(request) -> tuple | None:
     cookies = request.COOKIES
     if settings.SESSION_COOKIE_NAME in cookies or CookieStorage.cookie_name in cookies:
         return None
-    if query_params(request.GET) is None:
+    params = query_params(request.GET)
+    if params is None:
         return None
-    return request.get_full_path(), request.get_host(), request.is_secure()
+    # The parameters as the form reads them, beside the path as the page echoes it: two requests whose paths
+    # are written alike may still be decoded differently.
+    return request.get_full_path(), params, request.get_host(), request.is_secure()
 
 
 def kept(answer) -> bool:

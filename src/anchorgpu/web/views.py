@@ -38,11 +38,17 @@ def _catalog_context(form, offers, offers_html, now) -> dict:
     return {"form": form, "offers": offers, "offers_html": offers_html, "terms": TERM_DAYS, "now": now}
 
 
+def _cached_offers(form) -> tuple[list, str]:
+    """The offers and their table for a valid query, under its normalised value: requests that differ only in
+    what the form ignores (the order of the parameters, unknown ones such as a campaign's tag) share it."""
+    return answer_cache.answer("catalog-offers-html", form.query_key(), lambda now: _catalog_offers(form, now))
+
+
 def _table_answer(request, now):
     """The offers table (an htmx request): its HTML when the query is good, else the 400 response."""
     form = OfferQueryForm.from_query(request.GET, strict=False)
     if form.is_valid():
-        return _catalog_offers(form, now)[1]
+        return _cached_offers(form)[1]
     return HttpResponse(render_to_string("web/_offers.html", {"form": form, "offers": [], "terms": TERM_DAYS}),
                         status=400)
 
@@ -53,7 +59,7 @@ def _page_answer(request, now):
     form = OfferQueryForm.from_query(request.GET, strict=False)
     if not form.is_valid():
         return _catalog_page(request, form)
-    offers, offers_html = _catalog_offers(form, now)
+    offers, offers_html = _cached_offers(form)
     context = {**_catalog_context(form, offers, offers_html, now), "csrf_token": catalog_cache.CSRF_HOLE}
     return render_to_string("web/catalog.html", context, request=request).encode()
 
@@ -61,8 +67,7 @@ def _page_answer(request, now):
 def _catalog_page(request, form) -> HttpResponse:
     """The page rendered for this visitor; only its offers table may come from the cache."""
     if form.is_valid():
-        offers, offers_html = answer_cache.answer("catalog-offers-html", form.query_key(),
-                                                  lambda now: _catalog_offers(form, now))
+        offers, offers_html = _cached_offers(form)
     else:  # the form's errors: never cached
         offers = []
         offers_html = render_to_string("web/_offers.html", {"form": form, "offers": offers, "terms": TERM_DAYS})
