@@ -103,6 +103,21 @@ def test_a_query_with_parameters_the_form_ignores_takes_the_offers_table_from_th
     assert 'next=/en/%3Fterm%3D3%26utm_source%3Dnewsletter' in tagged.content.decode()
 
 
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_the_page_and_the_api_compute_the_same_offers_once(client, shop, second):
+    for _ in range(50):
+        before = _snapshot()
+        page = client.get("/en/?quantity=2&term=30")
+        api, sql = _get(client, "/api/v1/offers?term=30&quantity=2")
+        if _snapshot() == before:
+            break
+    assert page.status_code == api.status_code == 200 and _computed(sql)  # the JSON is made
+    assert not any("fleet_device" in q or "catalog_pricelist" in q for q in sql)  # from the page's offers
+    h100 = next(o for o in api.json() if o["product"] == "h100-sxm-80gb")
+    assert f"{h100['units_free_now']} / {h100['units_total']}" in page.content.decode()
+
+
 def test_paths_written_alike_but_decoded_differently_are_different_pages():
     """Raw UTF-8 bytes in a query and their percent-encoded Latin-1 reading give the same full path; the form
     reads different values from them, so they are different keys."""

@@ -56,16 +56,14 @@ def _offer_json(offer) -> dict:
     }
 
 
-def _offers_json(data: dict, now) -> bytes:
-    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
-                                   environment=data["environment"], now=now)
-    return JsonResponse([_offer_json(o) for o in found], safe=False).content
+def _offers_json(form) -> bytes:
+    return JsonResponse([_offer_json(o) for o in catalog_cache.live_offers(form)], safe=False).content
 
 
-def _offers_answer(query, now):
+def _offers_answer(query):
     """The JSON bytes for a good query, else the 400 response."""
     form = OfferQueryForm.from_query(query, strict=True)
-    return _offers_json(form.cleaned_data, now) if form.is_valid() else form_error(form)
+    return _offers_json(form) if form.is_valid() else form_error(form)
 
 
 @read_only
@@ -75,13 +73,13 @@ def offers(request):
     # (web.catalog_cache).
     params = catalog_cache.query_params(request.GET)
     if params is not None:
-        answer = answer_cache.answer("offers-api", params, lambda now: _offers_answer(request.GET, now),
+        answer = answer_cache.answer("offers-api", params, lambda now: _offers_answer(request.GET),
                                      keep=catalog_cache.kept)
     else:
         form = OfferQueryForm.from_query(request.GET, strict=True)
         if not form.is_valid():
             return form_error(form)
-        answer = answer_cache.answer("offers-json", form.query_key(), lambda now: _offers_json(form.cleaned_data, now))
+        answer = answer_cache.answer("offers-json", form.query_key(), lambda now: _offers_json(form))
     if isinstance(answer, HttpResponse):
         return answer
     return HttpResponse(answer, content_type="application/json")

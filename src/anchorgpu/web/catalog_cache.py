@@ -16,7 +16,8 @@ What is cached, and on what key:
 
 A page or a table computed anew still takes its offers table from the cache when another request with the
 same normalised query computed it (the same snapshot and second): a query that differs only in parameters
-the form ignores costs the page's rendering, not the offers.
+the form ignores costs the page's rendering, not the offers. The table and the API's JSON share the offers
+themselves the same way (``live_offers``).
 
 A query that names a start is not keyed as sent: whether that start has passed depends on the moment, not
 only on the second the answer is for. The views validate it first, then look up its normalised value.
@@ -31,8 +32,21 @@ from django.contrib.messages.storage.cookie import CookieStorage
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
 
+from anchorgpu.catalog import answer_cache
+from anchorgpu.catalog import offers as offers_selector
+
 CSRF_HOLE = "csrf-hole-" + secrets.token_hex(16)
 _HOLE_BYTES = CSRF_HOLE.encode("ascii")
+
+
+def live_offers(form) -> list:
+    """The offers for a valid ``OfferQueryForm``, under its normalised query: the catalog's table and the
+    offers API ask for the same offers, and compute them once for a snapshot and a second. The offers are
+    read-only values; the threads that share them do not change them."""
+    data = form.cleaned_data
+    return answer_cache.answer("offers", form.query_key(), lambda now: offers_selector.offers(
+        term_days=data["term"], quantity=data["quantity"], not_before=data["start"], environment=data["environment"],
+        now=now))
 
 
 def query_params(query) -> tuple | None:

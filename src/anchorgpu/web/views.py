@@ -28,9 +28,7 @@ def _status(form) -> int:
 def _catalog_offers(form, now) -> tuple[list, str]:
     """The offers and their table (web/_offers.html), which holds nothing of the visitor's: rendered
     without the request, so that it can be cached (anchorgpu.catalog.answer_cache)."""
-    data = form.cleaned_data
-    found = offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
-                                   environment=data["environment"], now=now)
+    found = catalog_cache.live_offers(form)
     return found, render_to_string("web/_offers.html", {"form": form, "offers": found, "terms": TERM_DAYS})
 
 
