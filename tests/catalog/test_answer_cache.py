@@ -77,6 +77,24 @@ def _hit_after(client, path, headers=None):
     pytest.fail("the snapshot changed during every try: another writer on the server never paused")
 
 
+def together(ask, threads: int = 4) -> None:
+    """``ask()`` in several threads at once, each with its own connection (closed after)."""
+    barrier = threading.Barrier(threads)
+
+    def run():
+        try:
+            barrier.wait()
+            ask()
+        finally:
+            connections.close_all()
+
+    started = [threading.Thread(target=run) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+
+
 def _h100(response) -> dict:
     assert response.status_code == 200, response.content
     return next(o for o in response.json() if o["product"] == "h100-sxm-80gb")
@@ -208,26 +226,15 @@ def test_the_page_around_the_cached_table_is_the_visitors_own(client, shop, seco
 def test_threads_asking_for_the_same_key_compute_it_once(shop, second):
     for _ in range(20):
         answer_cache.clear()
-        calls, results, barrier = [], [], threading.Barrier(4)
+        calls, results = [], []
 
         def compute(now):
             calls.append(now)
             time.sleep(0.2)
             return "answer"
 
-        def ask():
-            try:
-                barrier.wait()
-                results.append(answer_cache.answer("test", ("same",), compute))
-            finally:
-                connections.close_all()
-
         before = _snapshot()
-        threads = [threading.Thread(target=ask) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        together(lambda: results.append(answer_cache.answer("test", ("same",), compute)))
         assert results == ["answer"] * 4
         if _snapshot() == before:
             assert calls == [second.now]
