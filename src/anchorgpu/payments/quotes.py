@@ -34,9 +34,9 @@ def _fresh_index(scheme: str) -> tuple[DepositKey, int]:
     return key, index
 
 
-def quote_create(*, order, asset: Asset, now: datetime, actor: str) -> Quote:
-    """Runs inside the order's transaction (``order_place``)."""
-    settings = PaymentSettings.current()
+def quote_create(*, order, asset: Asset, now: datetime, actor: str, settings: PaymentSettings | None = None) -> Quote:
+    """Runs inside the order's transaction (``order_place``), which may pass the payment settings it read."""
+    settings = settings or PaymentSettings.current()
     rate = rate_current(asset, order.currency, now=now, settings=settings)
     amount = crypto_amount(order.fiat_total, rate=rate.price, decimals=asset.decimals)
     key, index = _fresh_index(asset.scheme)

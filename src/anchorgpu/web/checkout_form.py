@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from django_countries import countries
 
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
-from anchorgpu.catalog.rules import MAX_QUANTITY, environment_fits
+from anchorgpu.catalog.rules import MAX_QUANTITY, Stack, environment_fits
 from anchorgpu.i18n import message
 from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.services import Checkout
@@ -81,8 +81,7 @@ class CheckoutForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.product = product
         self.fields["environment"].queryset = Environment.objects.filter(
-            is_active=True, stack__in=[e.stack for e in Environment.objects.filter(is_active=True)
-                                       if environment_fits(product.stack, e.stack)])
+            is_active=True, stack__in=[stack.value for stack in Stack if environment_fits(product.stack, stack)])
         self.fields["options"].queryset = Option.objects.filter(is_active=True)
         # Catalog names in the reader's language where the catalogs carry them.
         self.fields["environment"].label_from_instance = lambda env: gettext(env.name)
