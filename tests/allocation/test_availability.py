@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from anchorgpu.allocation import selectors, services
+from anchorgpu.allocation import search, selectors, services
 from anchorgpu.allocation.models import Booking, BookingDevice
 from anchorgpu.allocation.periods import Period
 from anchorgpu.catalog import offers
@@ -106,3 +106,53 @@ def test_the_offers_are_those_of_one_product_at_a_time():
         alone = offers.offer_for(offer.product, term_days=7, quantity=2, now=now)
         assert alone == offer
     assert prices.currency == together[0].currency
+
+
+def _full_read(product, *, quantity, term, not_before, now):
+    """The earliest start from every live booking of the product at once: no windows."""
+    busy = selectors.busy_by_device(product, after=not_before, now=now)
+    found = search.earliest_start(selectors.product_units(product), busy, quantity=quantity,
+                                  length=term * DAY, not_before=not_before)
+    latest = now + timedelta(days=365)
+    return found if found is not None and found <= latest else None
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_widened_windows_read_each_booking_once_and_answer_as_one_full_read(seed, monkeypatch, settings):
+    """A product busy for months makes the search widen its window. Each wider read takes only the bookings
+    that start past the last one: what the reads gather is, row for row, one read of the widest window (none
+    twice), and the answer is that of reading every booking at once."""
+    settings.ANCHORGPU_BOOKING_HORIZON_DAYS = 365
+    now = f.now_minute()
+    products = _busy_fleet(seed, now)
+    calls: list[tuple[list, dict, dict]] = []
+    real = selectors._busy_of
+
+    def recording(products, **kwargs):
+        answer = real(products, **kwargs)
+        calls.append((list(products), kwargs, answer))
+        return answer
+
+    monkeypatch.setattr(selectors, "_busy_of", recording)
+    widened = 0
+    for term in (3, 30):
+        for quantity in (1, 2, 4):
+            for p in products:
+                calls.clear()
+                got = selectors.earliest_start(p, quantity=quantity, term_days=term, not_before=now, now=now)
+                assert got == _full_read(p, quantity=quantity, term=term, not_before=now, now=now)
+                widened += len(calls) > 1
+                _products, last, gathered = calls[-1]
+                once = real([p], after=now, before=last["before"], now=now)
+                assert _sorted(gathered) == _sorted(once)
+            calls.clear()
+            selectors.availability(products, quantity=quantity, term_days=term, not_before=now, now=now)
+            pending, last, gathered = calls[-1]
+            once = real(pending, after=now, before=last["before"], now=now)
+            devices = set(once)
+            assert _sorted({d: gathered[d] for d in devices}) == _sorted(once)
+    assert widened, "no search widened its window: the fleet is not busy enough for this test"
+
+
+def _sorted(busy: dict) -> dict:
+    return {device: sorted(periods) for device, periods in busy.items() if periods}

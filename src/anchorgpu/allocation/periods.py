@@ -16,6 +16,8 @@ class PeriodError(ValueError):
 
 
 def require_aware(moment: datetime, what: str = "time") -> datetime:
+    if moment.tzinfo is timezone.utc:  # what the database gives: nothing to check or convert
+        return moment
     if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
         raise PeriodError(f"{what} must carry a time zone (UTC), got a naive datetime")
     return moment.astimezone(timezone.utc)

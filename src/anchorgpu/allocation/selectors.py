@@ -66,10 +66,16 @@ def busy_by_device(product: Product, *, after: datetime, before: datetime | None
     return _busy_of([product], after=after, before=before, now=now or timezone.now())
 
 
-def _busy_of(products, *, after: datetime, before: datetime | None, now: datetime) -> dict[int, list[Period]]:
-    """``busy_by_device`` for several products at once: the same rows, in two or three queries in all."""
-    busy: dict[int, list[Period]] = defaultdict(list)
+def _busy_of(products, *, after: datetime, before: datetime | None, now: datetime, since: datetime | None = None,
+             into: dict[int, list[Period]] | None = None) -> dict[int, list[Period]]:
+    """``busy_by_device`` for several products at once: the same rows, in two or three queries in all.
+
+    A wider read after a narrower one passes ``since``, the narrower read's ``before`` (with the same
+    ``after``), and its answer as ``into``: only the rows starting from ``since`` on are read, and added."""
+    busy: dict[int, list[Period]] = defaultdict(list) if into is None else into
     until = Q() if before is None else Q(starts_at__lt=before)
+    if since is not None:
+        until &= Q(starts_at__gte=since)  # the rest ended after ``after`` and started before ``since``: read
     slots = (BookingDevice.objects.filter(_live_at(now), until, device__host__product__in=products,
                                           device__host__status=Host.Status.ACTIVE, ends_at__gt=after)
              .values_list("device_id", "starts_at", "ends_at"))
@@ -95,9 +101,9 @@ def earliest_start(product: Product, *, quantity: int, term_days: int, not_befor
     for the whole term, or None when there is none within the booking
     horizon (bookings may start at most that many days from now).
 
-    Reads the bookings of a window after ``not_before`` only, and a wider one
-    when the answer does not fit inside it: bookings past the window cannot
-    move an answer whose term ends inside it."""
+    Reads the bookings of a window after ``not_before`` only, and then the
+    rest of a wider one when the answer does not fit inside it: bookings past
+    the window cannot move an answer whose term ends inside it."""
     now = now or timezone.now()
     latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
     if not_before > latest:
@@ -106,9 +112,11 @@ def earliest_start(product: Product, *, quantity: int, term_days: int, not_befor
     length = timedelta(days=term_days)
     limit = latest + length  # bookings starting later cannot matter
     window = length + max(length, timedelta(days=7))
+    busy, read_to = None, None
     while True:
         horizon = min(not_before + window, limit)
-        busy = busy_by_device(product, after=not_before, before=horizon, now=now)
+        busy = _busy_of([product], after=not_before, before=horizon, now=now, since=read_to, into=busy)
+        read_to = horizon
         found = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=not_before)
         if found is None or found > latest:
             return None
@@ -124,27 +132,76 @@ class Availability:
     earliest_start: datetime | None  # as ``earliest_start`` answers it
 
 
-def availability(products, *, quantity: int, term_days: int, not_before: datetime,
-                 now: datetime) -> dict[int, Availability]:
-    """For each product (by primary key): ``len(product_units)``, ``len(units_free)`` for the term from
-    ``now``, and ``earliest_start`` from ``not_before`` (not before ``now``): the same answers, read for all
-    the products together. The live catalog asks this for every product on sale: one query for the devices,
-    then two per search window (a third when hosts are in maintenance), however many products there are, and
-    two more for "free now" when the search starts later than now. Like ``earliest_start``, it reads the
-    bookings of a window from ``not_before`` and widens it for the products whose answer does not fit."""
-    by_id = {product.pk: product for product in products}
-    if not by_id:
-        return {}
-    not_before = max(not_before, now)
+@dataclass(frozen=True)
+class BusyRead:
+    """Products' units and their devices' busy periods from ``now``, of the bookings starting before
+    ``until``, read once: ``availability`` answers any term, quantity and start from it, without queries, for
+    as long as its search ends by ``until``. The live catalog reads one for a snapshot and a second and asks
+    it for every query it is sent (``catalog.offers.fleet_read``)."""
+
+    now: datetime
+    until: datetime
+    units: dict[int, list[Unit]]  # by product
+    busy: dict[int, list[Period]]  # by device
+
+    def covers(self, product_ids, *, now: datetime, limit: datetime) -> bool:
+        return now == self.now and limit <= self.until and all(pk in self.units for pk in product_ids)
+
+
+def _units_of(by_id: dict[int, Product]) -> dict[int, list[Unit]]:
     rows = (Device.objects.filter(host__product__in=list(by_id), host__status=Host.Status.ACTIVE).order_by()
             .values_list("host__product_id", "id", "host_id", "index", "nvlink_pair"))
     devices: dict[int, list[tuple]] = defaultdict(list)
     for product_id, *device in rows:
         devices[product_id].append(device)
-    units = {pk: units_from_devices(_values(devices[pk]), product.cards_per_unit) for pk, product in by_id.items()}
+    return {pk: units_from_devices(_values(devices[pk]), product.cards_per_unit) for pk, product in by_id.items()}
+
+
+def busy_read(products, *, now: datetime, longest_term_days: int) -> BusyRead:
+    """Everything ``availability`` needs for these products and any term up to ``longest_term_days``: the
+    devices, and every live booking from ``now`` up to the latest start plus that term (two or three
+    queries)."""
+    by_id = {product.pk: product for product in products}
+    until = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS) + timedelta(days=longest_term_days)
+    busy = _busy_of(list(by_id.values()), after=now, before=until, now=now) if by_id else {}
+    return BusyRead(now=now, until=until, units=_units_of(by_id) if by_id else {}, busy=busy)
+
+
+def _availability_in(read: BusyRead, product_ids, *, quantity: int, length: timedelta, not_before: datetime,
+                     latest: datetime) -> dict[int, Availability]:
+    first_term = Period(read.now, read.now + length)
+    answers = {}
+    for pk in product_ids:
+        units = read.units[pk]
+        found = None
+        if not_before <= latest:
+            found = search.earliest_start(units, read.busy, quantity=quantity, length=length, not_before=not_before)
+        answers[pk] = Availability(units_total=len(units),
+                                   units_free_now=len(search.free_units(units, read.busy, first_term)),
+                                   earliest_start=found if found is not None and found <= latest else None)
+    return answers
+
+
+def availability(products, *, quantity: int, term_days: int, not_before: datetime,
+                 now: datetime, read: BusyRead | None = None) -> dict[int, Availability]:
+    """For each product (by primary key): ``len(product_units)``, ``len(units_free)`` for the term from
+    ``now``, and ``earliest_start`` from ``not_before`` (not before ``now``): the same answers, read for all
+    the products together. The live catalog asks this for every product on sale: one query for the devices,
+    then two per search window (a third when hosts are in maintenance), however many products there are, and
+    two more for "free now" when the search starts later than now. Like ``earliest_start``, it reads the
+    bookings of a window from ``not_before`` and widens it for the products whose answer does not fit.
+
+    Given a ``read`` (``busy_read``) that covers the search, it answers from it and sends no query."""
+    by_id = {product.pk: product for product in products}
+    if not by_id:
+        return {}
+    not_before = max(not_before, now)
     latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
     length = timedelta(days=term_days)
     limit = latest + length  # bookings starting later cannot matter
+    if read is not None and read.covers(by_id, now=now, limit=limit):
+        return _availability_in(read, by_id, quantity=quantity, length=length, not_before=not_before, latest=latest)
+    units = _units_of(by_id)
     window = length + max(length, timedelta(days=7))
     first_term = Period(now, now + length)
     free_now: dict[int, int] | None = None
@@ -153,9 +210,12 @@ def availability(products, *, quantity: int, term_days: int, not_before: datetim
         free_now = {pk: len(search.free_units(units[pk], busy, first_term)) for pk in by_id}
     found_at: dict[int, datetime | None] = {pk: None for pk in by_id}
     pending = list(by_id) if not_before <= latest else []  # past the horizon nothing may start (free_now is read)
+    busy, read_to = None, None
     while pending:
         horizon = min(not_before + window, limit)  # past now + term: the first read also answers "free now"
-        busy = _busy_of([by_id[pk] for pk in pending], after=not_before, before=horizon, now=now)
+        busy = _busy_of([by_id[pk] for pk in pending], after=not_before, before=horizon, now=now, since=read_to,
+                        into=busy)
+        read_to = horizon
         if free_now is None:
             free_now = {pk: len(search.free_units(units[pk], busy, first_term)) for pk in by_id}
         wider, widen_to = [], window * 4

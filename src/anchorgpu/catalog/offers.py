@@ -12,7 +12,7 @@ from typing import Sequence
 
 from django.utils import timezone
 
-from anchorgpu.allocation.selectors import Availability, availability
+from anchorgpu.allocation.selectors import Availability, BusyRead, availability, busy_read
 
 from . import pricing
 from .models import Environment, Product
@@ -90,21 +90,46 @@ def offer_for(product: Product, *, term_days: int, quantity: int, not_before: da
     return _offer(product, found, term_days=term_days, quantity=quantity, now=now, prices=prices, options=options)
 
 
+@dataclass(frozen=True)
+class Fleet:
+    """What the offers of every query are computed from, read once for a moment: the products on sale, their
+    units and bookings (for any term the catalog sells), and the price list. The live catalog keeps one per
+    snapshot and second (``web.catalog_cache.live_offers``), so its three terms and any quantity or start cost
+    one read of the database, not one each."""
+
+    now: datetime
+    products: tuple[Product, ...]
+    read: BusyRead
+    prices: pricing.PriceList | None
+
+
+def fleet_read(now: datetime) -> Fleet:
+    now = now.replace(microsecond=0)
+    products = tuple(products_on_sale())
+    return Fleet(now=now, products=products, read=busy_read(products, now=now, longest_term_days=max(TERM_DAYS)),
+                 prices=_current_prices(now))
+
+
 def offers(*, term_days: int, quantity: int, not_before: datetime | None = None,
-           environment: Environment | None = None, now: datetime | None = None) -> list[Offer]:
+           environment: Environment | None = None, now: datetime | None = None,
+           fleet: Fleet | None = None) -> list[Offer]:
     """One offer per product on sale (only those that run ``environment`` when given). The availability of
-    all of them is read at once (a few queries, however many products)."""
+    all of them is read at once (a few queries, however many products), or taken from ``fleet``, read for
+    the same ``now``, with no query."""
     now = (now or timezone.now()).replace(microsecond=0)
+    if fleet is not None and fleet.now != now:
+        raise ValueError("the fleet was read for another moment")
     start = max(now, not_before) if not_before else now
-    prices = _current_prices(now)
+    prices = fleet.prices if fleet is not None else _current_prices(now)
     products = []
-    for product in products_on_sale():
+    for product in (fleet.products if fleet is not None else products_on_sale()):
         if environment is not None:
             try:
                 check_environment(product.name, product.stack, environment.name, environment.stack)
             except ValueError:
                 continue
         products.append(product)
-    found = availability(products, quantity=quantity, term_days=term_days, not_before=start, now=now)
+    found = availability(products, quantity=quantity, term_days=term_days, not_before=start, now=now,
+                         read=fleet.read if fleet is not None else None)
     return [_offer(product, found[product.pk], term_days=term_days, quantity=quantity, now=now, prices=prices)
             for product in products]

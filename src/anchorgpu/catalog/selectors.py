@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Prefetch
 from django.utils import timezone
 
 from . import pricing
-from .models import Environment, Option, OptionPrice, PriceList, Product, ProductRate
+from .models import Environment, Option, OptionPrice, PriceList, Product, ProductRate, TermDiscount
 
 
 class NoPriceList(LookupError):
@@ -29,25 +28,26 @@ def options_offered():
 
 
 def price_list_current(*, at: datetime | None = None) -> pricing.PriceList:
+    """The active price list with the latest start at ``at``, as the domain's value. Four small queries of
+    plain values: every order and every computation of the catalog reads it."""
     at = at or timezone.now()
-    row = (PriceList.objects.filter(is_active=True, valid_from__lte=at)
-           .prefetch_related(Prefetch("rates", ProductRate.objects.select_related("product")), "discounts",
-                             Prefetch("option_prices", OptionPrice.objects.select_related("option"))).first())
+    row = PriceList.objects.filter(is_active=True, valid_from__lte=at).values_list("pk", "currency").first()
     if row is None:
         raise NoPriceList("no active price list")
+    pk, currency = row
     options: dict[str, dict] = {}
-    for op in row.option_prices.all():
-        if not op.option.is_active:
-            continue
-        entry = options.setdefault(op.option.slug, {"option": op.option, "prices": {}})
-        entry["prices"][op.term_days] = op.price
+    option_rows = (OptionPrice.objects.filter(price_list_id=pk, option__is_active=True)
+                   .order_by("option__position", "option__name", "option_id", "term_days")
+                   .values_list("option__slug", "option__name", "option__per_unit", "term_days", "price"))
+    for slug, name, per_unit, term_days, price in option_rows:
+        entry = options.setdefault(slug, {"name": name, "per_unit": per_unit, "prices": {}})
+        entry["prices"][term_days] = price
     return pricing.PriceList(
-        currency=row.currency,
-        minor_unit=pricing.minor_unit(row.currency),
-        rate_per_card_hour={r.product.slug: r.rate_per_card_hour for r in row.rates.all()},
-        term_discount_percent={d.term_days: d.percent for d in row.discounts.all()},
-        options={
-            slug: pricing.OptionPrice(slug, e["option"].name, e["prices"], e["option"].per_unit)
-            for slug, e in options.items()
-        },
+        currency=currency,
+        minor_unit=pricing.minor_unit(currency),
+        rate_per_card_hour=dict(ProductRate.objects.filter(price_list_id=pk).order_by()
+                                .values_list("product__slug", "rate_per_card_hour")),
+        term_discount_percent=dict(TermDiscount.objects.filter(price_list_id=pk).order_by()
+                                   .values_list("term_days", "percent")),
+        options={slug: pricing.OptionPrice(slug, e["name"], e["prices"], e["per_unit"]) for slug, e in options.items()},
     )

@@ -9,8 +9,11 @@ class OpsConfig(AppConfig):
 
     def ready(self):
         from django.core.signals import request_finished
+        from django.db.backends.signals import connection_created
 
         from .logs import forget_request_id, install_record_factory
+        from .pg_times import use_c_loader
 
         install_record_factory()
         request_finished.connect(forget_request_id, dispatch_uid="anchorgpu_forget_request_id")
+        connection_created.connect(use_c_loader, dispatch_uid="anchorgpu_pg_times")

@@ -41,12 +41,19 @@ _HOLE_BYTES = CSRF_HOLE.encode("ascii")
 
 def live_offers(form) -> list:
     """The offers for a valid ``OfferQueryForm``, under its normalised query: the catalog's table and the
-    offers API ask for the same offers, and compute them once for a snapshot and a second. The offers are
-    read-only values; the threads that share them do not change them."""
+    offers API ask for the same offers, and compute them once for a snapshot and a second. Every query's
+    offers are computed from one read of the fleet for that snapshot and second (``offers.fleet_read``). The
+    offers and the fleet are read-only values; the threads that share them do not change them."""
     data = form.cleaned_data
-    return answer_cache.answer("offers", form.query_key(), lambda now: offers_selector.offers(
-        term_days=data["term"], quantity=data["quantity"], not_before=data["start"], environment=data["environment"],
-        now=now))
+
+    def compute(now):
+        # Inside this computation the fleet's answer is for the same second; where the cache is off it is
+        # computed on the spot, and read for this ``now`` all the same.
+        fleet = answer_cache.answer("fleet", None, lambda _now: offers_selector.fleet_read(now))
+        return offers_selector.offers(term_days=data["term"], quantity=data["quantity"], not_before=data["start"],
+                                      environment=data["environment"], now=now, fleet=fleet)
+
+    return answer_cache.answer("offers", form.query_key(), compute)
 
 
 def query_params(query) -> tuple | None:
