@@ -12,8 +12,9 @@ What it sets up:
   (``ANCHORGPU_RATE_LIMITS=0``): every client comes from 127.0.0.1, and the limits would refuse them
   as one visitor. ``ANCHORGPU_BENCH_CEILING=1`` mounts the ceiling: a bare Django view
   (anchorgpu.ops.bench_ceiling) that answers without reading the database, through the same
-  middleware and server processes as the shop. Customer emails go to the server's log (the console
-  email backend).
+  middleware and server processes as the shop;
+* ``anchorgpu worker`` beside it, at its default interval (15 s), as in production: it sends the
+  customers' emails that the orders queue (to its log: the console email backend).
 
 The clients (bench/load_client.py) speak HTTP/1.1 on keep-alive connections from one asyncio thread. Each
 client keeps the cookies the server sets and sends them back, as a browser does, through every phase: the
@@ -39,7 +40,8 @@ any other status, connection failures and time-outs (30 s).
 
 After the run, in the database: no device has two live booking rows whose periods overlap (the
 double-bookings), every order a client saw created has its quote and a live hold of the right number of
-cards, and the database holds no order the clients did not see created.
+cards, and the database holds no order the clients did not see created; once the worker has sent what was
+queued, every order has had its "payment details" email sent.
 
 The targets (issue 8): catalog and offers at >= 50 % of the ceiling's throughput; p95 under 100 ms (at
 the mixed load); 0 errors; 0 double-bookings. The exit status is 0 when there were no errors, no
@@ -170,6 +172,28 @@ def _start_server(args, env: dict, log_path: str) -> subprocess.Popen:
     raise SetupFailed("gunicorn did not answer /healthz within 90 s")
 
 
+def _start_worker(env: dict, log_path: str) -> subprocess.Popen:
+    log = open(log_path, "wb")
+    worker = subprocess.Popen([sys.executable, "-m", "anchorgpu.cli", "worker", "--no-simulations"], cwd=REPO,
+                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    return worker
+
+
+UNSENT = "SELECT count(*) FROM orders_orderemail WHERE sent_at IS NULL AND failed_at IS NULL"
+
+
+def _drain_emails(url: str, worker: subprocess.Popen, seconds: float = 60) -> int:
+    """Wait for the worker to send what the orders queued; the number still unsent."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with psycopg.connect(url) as conn:
+            unsent = conn.execute(UNSENT).fetchone()[0]
+        if unsent == 0 or time.monotonic() > deadline or worker.poll() is not None:
+            return unsent
+        time.sleep(1)
+
+
 def _answers(port: int, path: str) -> bool:
     import http.client
 
@@ -292,7 +316,7 @@ def _capacity(args, actions, server_pid: int, names: tuple[str, ...], title: str
     return results, warm_errors
 
 
-def _mixed(args, actions, server_pid: int) -> dict[str, lc.Figures]:
+def _mixed(args, actions, server_pid: int) -> tuple[dict[str, lc.Figures], int]:
     names = list(MIX_WEIGHTS)
     weights = [MIX_WEIGHTS[n] for n in names]
 
@@ -300,8 +324,13 @@ def _mixed(args, actions, server_pid: int) -> dict[str, lc.Figures]:
         return actions[rng.choices(names, weights)[0]]
 
     print(f"2. mixed load: {args.mixed_clients} clients, think time exponential with mean {args.think:g} s, "
-          f"{'/'.join(f'{MIX_WEIGHTS[n]} % {n}' for n in names)}, {args.mixed_seconds:g} s; "
-          f"{_live_rows(args.url)} live device bookings at the start")
+          f"{'/'.join(f'{MIX_WEIGHTS[n]} % {n}' for n in names)}, {args.mixed_seconds:g} s after "
+          f"{args.warmup:g} s of warm-up; {_live_rows(args.url)} live device bookings at the start")
+    warm_errors = 0
+    if args.warmup:  # as the other phases: the first orders of each server thread are not measured
+        warm = lc.Phase(args.mixed_clients, args.warmup, pick, think=args.think, cookies=args.cookies)
+        lc.run(warm, "127.0.0.1", args.port, seed=98)
+        warm_errors = sum(1 for s in warm.samples if s[3].startswith("error"))
     phase = lc.Phase(args.mixed_clients, args.mixed_seconds, pick, think=args.think, cookies=args.cookies)
     cpu = _run_phase(phase, args.port, server_pid, seed=99)
     results = {name: lc.figures(phase, name) for name in names}
@@ -309,7 +338,7 @@ def _mixed(args, actions, server_pid: int) -> dict[str, lc.Figures]:
     print(f"   {cpu}")
     print(f"   offered: {total:.1f} req/s in all")
     _table([(name, f, "") for name, f in results.items()])
-    return results
+    return results, warm_errors
 
 
 # --------------------------------------------------------------------------- checks in the database
@@ -331,15 +360,23 @@ ORDERS_WHOLE = """
     WHERE u.username LIKE 'load%@example.com'"""
 
 
+ORDERS_WITHOUT_EMAIL = """
+    SELECT count(*) FROM orders_order o JOIN auth_user u ON u.id = o.user_id
+    WHERE u.username LIKE 'load%@example.com' AND NOT EXISTS (
+        SELECT 1 FROM orders_orderemail e WHERE e.order_id = o.id AND e.kind = 'order_placed'
+        AND e.sent_at IS NOT NULL)"""
+
+
 def _check(url: str, created: set[str]) -> dict:
     with psycopg.connect(url) as conn:
         double = conn.execute(DOUBLE_BOOKINGS).fetchone()[0]
         live_rows = conn.execute("SELECT count(*) FROM allocation_bookingdevice WHERE live").fetchone()[0]
         rows = conn.execute(ORDERS_WHOLE).fetchall()
+        no_email = conn.execute(ORDERS_WITHOUT_EMAIL).fetchone()[0]
     in_db = {r[0] for r in rows}
     broken = [r[0] for r in rows if not (r[1] and r[2] == "hold" and r[3] == "live" and r[4] and r[5] == r[6])]
     return {"double": double, "live_rows": live_rows, "in_db": len(in_db), "broken": broken,
-            "missing": sorted(created - in_db), "unseen": sorted(in_db - created)}
+            "missing": sorted(created - in_db), "unseen": sorted(in_db - created), "no_email": no_email}
 
 
 # --------------------------------------------------------------------------- main
@@ -361,7 +398,10 @@ def _verdicts(capacity, mixed, errors: int, checks: dict, created: int) -> bool:
     print(f"check: every created order has its quote and its hold: {created - len(checks['broken'])} of {created}; "
           f"orders in the database {checks['in_db']}, not seen created by a client {len(checks['unseen'])}, "
           f"seen created but missing {len(checks['missing'])}: {'PASS' if whole else 'FAIL'}")
-    return errors == 0 and checks["double"] == 0 and whole
+    emailed = checks["no_email"] == 0
+    print(f"check: every order's payment details sent by the worker: {checks['in_db'] - checks['no_email']} of "
+          f"{checks['in_db']}: {'PASS' if emailed else 'FAIL'}")
+    return errors == 0 and checks["double"] == 0 and whole and emailed
 
 
 def _arguments() -> argparse.Namespace:
@@ -403,16 +443,18 @@ def main() -> int:
                                            "DJANGO_SETTINGS_MODULE", "ANCHORGPU_ENV", "ANCHORGPU_DEBUG")})
     os.environ.pop("ANCHORGPU_DATABASE_URL", None)
     log_path = os.path.join(data_dir, "server.log")
-    server = None
+    server = worker = None
     try:
         _recreate(args.url)
         people = _setup_shop(max(args.clients, args.mixed_clients))
         server = _start_server(args, env, log_path)
+        worker = _start_worker(env, os.path.join(data_dir, "worker.log"))
     except Exception as exc:  # noqa: BLE001 - any set-up failure ends the run with its reason
         traceback.print_exc()
         print(f"PROBLEM: set-up failed: {exc} (server log: {log_path})")
-        if server is not None:
-            _stop_server(server)
+        for process in (server, worker):
+            if process is not None:
+                _stop_server(process)
         return 2
     print(f"server: gunicorn, {args.workers} processes x {args.threads} threads (gthread), keep-alive; "
           f"PostgreSQL database {urlsplit(args.url).path.lstrip('/')}; machine: {os.cpu_count()} cores, "
@@ -423,7 +465,8 @@ def main() -> int:
     try:
         capacity, warm_errors = _capacity(args, actions, server.pid, ("ceiling", "catalog", "offers"),
                                           "1. capacity of the reads")
-        mixed = _mixed(args, actions, server.pid)
+        mixed, mixed_warm_errors = _mixed(args, actions, server.pid)
+        warm_errors += mixed_warm_errors
         ordering, more_warm_errors = _capacity(args, actions, server.pid, ("orders",), "3. capacity of order creation",
                                                ceiling=capacity["ceiling"].per_second)
         capacity["orders"] = ordering["orders"]
@@ -431,6 +474,9 @@ def main() -> int:
         print(f"   {_live_rows(args.url)} live device bookings at the end")
     finally:
         _stop_server(server)
+        unsent = _drain_emails(args.url, worker)
+        _stop_server(worker)
+    print(f"   the worker's emails: {unsent} still unsent after the run (it sends every 15 s)")
     errors = warm_errors + sum(f.errors for f in capacity.values()) + sum(f.errors for f in mixed.values())
     checks = _check(args.url, created)
     print(f"orders created: {len(created)}; errors in the warm-ups: {warm_errors}")

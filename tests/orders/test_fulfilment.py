@@ -15,6 +15,7 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.fleet.models import Host
 from anchorgpu.orders.fulfilment import MAX_FAILURES, provision_due
 from anchorgpu.orders.models import Order, ProvisioningStep
+from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioner import ProvisioningError, SimulatedProvisioner, get_provisioner
 from anchorgpu.orders.provisioning import PLAN, Step
 from tests import shop
@@ -101,7 +102,11 @@ def test_a_paid_order_is_provisioned_step_by_step_to_active(shop_db, django_capt
     moves = list(AuditEntry.objects.filter(object_id=str(order.pk), action="order_state")
                  .order_by("id").values_list("to_state", flat=True))
     assert moves[-2:] == ["provisioning", "active"]
-    assert [m.to for m in mailoutbox] == [[order.email]] * 2  # "preparing access", then "active"
+    queued = list(order.emails.values_list("kind", "state"))  # "preparing access", then "active", last
+    assert queued[-2:] == [("state_changed", "provisioning"), ("state_changed", "active")]
+    assert mailoutbox == []  # the worker sends them
+    assert emails_send_due() == len(queued)
+    assert [m.to for m in mailoutbox] == [[order.email]] * len(queued)
     # Nothing more to do: a second sweep changes nothing.
     assert provision_due(provisioner=provisioner) == 0
     assert sum(provisioner.done.values()) == len(STEPS)

@@ -17,6 +17,7 @@ from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
 from anchorgpu.orders.models import Order, ProvisioningStep
+from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import WIPE
 from anchorgpu.payments.services import payment_claim
 from tests import shop
@@ -104,19 +105,23 @@ def test_a_paid_order_is_not_expired(shop_db):
 def test_the_end_of_term_warning_is_sent_once_a_day_before(shop_db, django_capture_on_commit_callbacks,
                                                            mailoutbox):
     order = active_order()
+    emails_send_due()  # the emails of the order's way to active
+    mailoutbox.clear()
     with django_capture_on_commit_callbacks(execute=True):
         assert terms_warn_due(now=order.ends_at - 25 * HOUR) == 0
-    assert mailoutbox == []
+    assert emails_send_due() == 0 and mailoutbox == []
     warned_at = order.ends_at - 23 * HOUR
     with django_capture_on_commit_callbacks(execute=True):
         assert terms_warn_due(now=warned_at) == 1
+    assert mailoutbox == []  # queued for the worker
+    assert emails_send_due() == 1
     assert len(mailoutbox) == 1
     assert mailoutbox[0].to == [order.email]
     assert "your term ends on" in mailoutbox[0].subject and order.reference in mailoutbox[0].subject
     assert fresh(order).end_warned_at == warned_at
     with django_capture_on_commit_callbacks(execute=True):
         assert terms_warn_due(now=order.ends_at - HOUR) == 0
-    assert len(mailoutbox) == 1
+    assert emails_send_due() == 0 and len(mailoutbox) == 1
     assert AuditEntry.objects.filter(object_id=str(order.pk), action="term_warning").count() == 1
 
 
@@ -181,8 +186,10 @@ def test_the_worker_runs_every_sweep_once(transactional_db):
     results = worker.run_once()
     assert list(results) == ["chains_poll", "claims_recheck_due", "orders_expire_due", "hold_expire_due",
                              "terms_end_due", "provision_due",
-                             "terms_warn_due", "simulations_requeue_stale", "simulations_purge_old",
-                             "rate_events_purge"]
+                             "terms_warn_due", "emails_send_due", "simulations_requeue_stale",
+                             "simulations_purge_old", "rate_events_purge"]
     assert all(count >= 0 for count in results.values())
     assert results["provision_due"] == 1 and fresh(order).state == "active"
+    # placed, paid, preparing access, active: queued by the services, sent by the same run
+    assert results["emails_send_due"] == 4 and not order.emails.filter(sent_at__isnull=True).exists()
 

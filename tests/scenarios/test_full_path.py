@@ -19,6 +19,7 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import terms_end_due, terms_warn_due
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import PLAN, WIPE
 from tests import shop
 
@@ -58,6 +59,7 @@ def test_catalog_to_completed_term(client, django_capture_on_commit_callbacks, m
     quote = order.quote
     assert quote.asset.code == "usdc-ethereum" and quote.address.startswith("0x")
     assert quote.amount == int(order.fiat_total * 10**6)  # USDC at 1.00 USD, six decimals, rounded up
+    assert emails_send_due() == 1  # the worker sends what the order queued
     assert "payment details" in mailoutbox[-1].subject and quote.address in mailoutbox[-1].body
 
     # The order page: quote, address, QR code, "I've paid".
@@ -105,6 +107,7 @@ def test_catalog_to_completed_term(client, django_capture_on_commit_callbacks, m
     page = client.get(reverse("order", kwargs={"reference": order.reference})).content.decode()
     assert f"ssh -p {order.access_port} {order.access_user}@{order.access_host}" in page
     assert "simulated fleet" in page
+    emails_send_due()
     assert order.access_host in mailoutbox[-1].body
 
     # A day before the end, a warning; at the end, release, wipe, completed.
@@ -129,6 +132,8 @@ def test_catalog_to_completed_term(client, django_capture_on_commit_callbacks, m
     assert {"order_place", "quote_create", "transfer_record", "invoice_issue", "provisioning_step",
             "term_warning"} <= actions
     # One email per step of the customer's journey, all to the customer.
+    emails_send_due()
+    assert not order.emails.filter(sent_at__isnull=True).exists()
     subjects = [m.subject for m in mailoutbox]
     assert all(m.to == ["ana@example.com"] for m in mailoutbox)
     for word in ("payment details", "payment being checked", ": paid", "preparing access", "active", "term ends",

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import translation
 
 import anchorgpu
+from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.payments.services import payment_claim
 from tests import shop
 
@@ -67,7 +68,8 @@ def test_purchase_path_pages_and_emails_have_no_english(client, code, mailoutbox
         text = visible_text(page)
         left = sorted(f for f in fragments if f in text)
         assert not left, left[:5]
-    assert len(mailoutbox) == 2  # payment details, then "payment being checked", in the order's language
+    assert emails_send_due() == 2  # the worker sends them, in the order's language
+    assert len(mailoutbox) == 2  # payment details, then "payment being checked"
     for message in mailoutbox:
         left = sorted(f for f in fragments if f in message.subject + message.body)
         assert not left, left[:5]

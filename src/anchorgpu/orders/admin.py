@@ -62,6 +62,7 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
             "refunds": order.refunds.all(),
             "ssh_keys": order.ssh_keys.all(),
             "steps": order.steps.all(),
+            "emails": order.emails.all(),
             "audit_trail": panels.audit_trail(order),
         }
 

@@ -109,7 +109,7 @@ def terms_warn_due(now: datetime | None = None) -> int:
             order.save(update_fields=["end_warned_at", "updated_at"])
             audit_record(actor=SYSTEM, action="term_warning", obj=order,
                          data={"ends_at": order.ends_at.isoformat()})
-            transaction.on_commit(lambda pk=pk: notify.term_ending(pk))
+            notify.term_ending(pk)
             changed += 1
     return changed
 

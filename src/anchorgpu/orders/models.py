@@ -170,3 +170,35 @@ class ProvisioningStep(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order} · {self.step}"
+
+
+class OrderEmail(models.Model):
+    """An email to the customer about their order: written in the transaction that caused it (so it is never
+    sent for a change that was rolled back, nor lost for one that committed) and sent by the worker
+    (``notify.emails_send_due``), which tries again later when the mail server fails."""
+
+    class Kind(models.TextChoices):
+        ORDER_PLACED = "order_placed", _("payment details")
+        STATE_CHANGED = "state_changed", _("order state changed")
+        TERM_ENDING = "term_ending", _("term ending")
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
+    state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES, blank=True,
+                             help_text=_("The state the order moved to (state changes only)."))
+    created_at = models.DateTimeField(_("queued"), auto_now_add=True)
+    due_at = models.DateTimeField(_("next attempt"))
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    sent_at = models.DateTimeField(_("sent"), null=True, blank=True)
+    failed_at = models.DateTimeField(_("given up"), null=True, blank=True)
+    last_error = models.CharField(_("last error"), max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["due_at"], name="order_email_due",
+                                condition=Q(sent_at__isnull=True, failed_at__isnull=True))]
+        verbose_name = _("email")
+        verbose_name_plural = _("emails")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.kind}"

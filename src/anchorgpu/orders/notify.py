@@ -1,51 +1,106 @@
-"""Emails to the customer. Sent after the transaction that caused them has
-committed (``transaction.on_commit``), in the language the order was placed in.
-A failing mail server is logged, never turned into a failed order."""
+"""Emails to the customer, in the language the order was placed in.
+
+The services queue an email (an ``OrderEmail`` row) inside the transaction of the change it is about; the
+worker sends what is due (``emails_send_due``). An order request therefore neither waits for the mail server
+nor renders the email, a rolled-back change sends nothing, and a committed one is not forgotten when the
+mail server is down: a failed send is tried again later (``RETRY_AFTER``), and given up after the last
+attempt, logged and kept for the operator (the order's admin page lists its emails).
+
+A send is at least once: a worker that dies after the mail server took the email and before its row is
+marked sent sends it again. Two workers never send the same row at once: each takes the rows it sends with
+``FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite runs one writer at a time).
+"""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 
+from .models import STATE_LABELS, OrderEmail
 from .states import OrderState
 
 log = logging.getLogger(__name__)
 
+# After the n-th failed attempt, the next one waits RETRY_AFTER[n - 1]; after the last, the email is given up.
+RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=30), timedelta(hours=2),
+               timedelta(hours=6))
+BATCH = 50
 
-def _order(order_pk: int):
-    from .models import Order
 
-    return Order.objects.select_related("product", "environment").get(pk=order_pk)
-
-
-def _send(order, template: str, context: dict) -> None:
-    with translation.override(order.language):
-        link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
-        context = {"order": order, "link": link, **context}
-        subject = " ".join(render_to_string(f"orders/email/{template}_subject.txt", context).split())
-        body = render_to_string(f"orders/email/{template}.txt", context)
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [order.email])
-    except Exception:  # noqa: BLE001 - the order is already saved; the operator sees the log
-        log.exception("could not send %s email for order %s", template, order.reference)
+def _queue(order_pk: int, kind: str, state: str = "") -> None:
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("an order email is queued inside the transaction of the change it is about")
+    OrderEmail.objects.create(order_id=order_pk, kind=kind, state=state, due_at=timezone.now())
 
 
 def state_changed(order_pk: int, state: OrderState) -> None:
-    """About the move to ``state`` (the order may have moved on by the time this runs)."""
-    from .models import STATE_LABELS
-
-    state = OrderState(state)
-    _send(_order(order_pk), "state_changed", {"state": state.value, "state_label": STATE_LABELS[state]})
+    """About the move to ``state`` (the order may have moved on by the time it is sent)."""
+    _queue(order_pk, OrderEmail.Kind.STATE_CHANGED, OrderState(state).value)
 
 
 def order_placed(order_pk: int) -> None:
-    _send(_order(order_pk), "order_placed", {})
+    _queue(order_pk, OrderEmail.Kind.ORDER_PLACED)
 
 
 def term_ending(order_pk: int) -> None:
-    _send(_order(order_pk), "term_ending", {})
+    _queue(order_pk, OrderEmail.Kind.TERM_ENDING)
+
+
+def _message(email: OrderEmail) -> tuple[str, str]:
+    order = email.order
+    context: dict = {}
+    if email.kind == OrderEmail.Kind.STATE_CHANGED:
+        state = OrderState(email.state)
+        context = {"state": state.value, "state_label": STATE_LABELS[state]}
+    with translation.override(order.language):
+        link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
+        context = {"order": order, "link": link, **context}
+        subject = " ".join(render_to_string(f"orders/email/{email.kind}_subject.txt", context).split())
+        body = render_to_string(f"orders/email/{email.kind}.txt", context)
+    return subject, body
+
+
+def _send_one(email: OrderEmail, now: datetime) -> bool:
+    email.attempts += 1
+    try:
+        subject, body = _message(email)
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [email.order.email])
+    except Exception as exc:  # noqa: BLE001 - the mail server's or a template's: tried again, then given up
+        email.last_error = f"{type(exc).__name__}: {exc}"[:300]
+        if email.attempts > len(RETRY_AFTER):
+            email.failed_at = now
+            log.error("gave up the %s email of order %s after %d attempts: %s", email.kind,
+                      email.order.reference, email.attempts, email.last_error)
+        else:
+            email.due_at = now + RETRY_AFTER[email.attempts - 1]
+            log.warning("could not send the %s email of order %s (attempt %d), trying again at %s: %s",
+                        email.kind, email.order.reference, email.attempts, email.due_at.isoformat(),
+                        email.last_error)
+        email.save(update_fields=["attempts", "last_error", "due_at", "failed_at"])
+        return False
+    email.sent_at = now
+    email.save(update_fields=["attempts", "sent_at"])
+    return True
+
+
+def emails_send_due(*, now: datetime | None = None) -> int:
+    """Send the emails due by ``now`` (a worker sweep). Returns how many were sent."""
+    now = now or timezone.now()
+    sent = 0
+    while True:
+        with transaction.atomic():
+            due = list(OrderEmail.objects.select_for_update(skip_locked=True, of=("self",))
+                       .filter(sent_at__isnull=True, failed_at__isnull=True, due_at__lte=now)
+                       .select_related("order__product", "order__environment", "order__quote__asset")
+                       .order_by("due_at", "id")[:BATCH])
+            for email in due:
+                sent += _send_one(email, now)
+        if len(due) < BATCH:
+            return sent

@@ -137,7 +137,7 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                                "term_days": request.term_days, "total": str(price.total),
                                "currency": price.currency, "booking": booking.pk})
             quote_create(order=order, asset=request.asset, now=now, actor=actor, settings=payment)
-            transaction.on_commit(lambda: notify.order_placed(order.pk))
+            notify.order_placed(order.pk)
     except IntegrityError:
         earlier = Order.objects.filter(user=user, idempotency_key=key).first() if key else None
         if earlier is None:

@@ -36,6 +36,5 @@ def order_transition(*, order: Order, to: OrderState, actor: str, reason: str = 
     order.save(update_fields=["state", "updated_at", *update_fields])
     audit_record(actor=actor, action="order_state", obj=order, from_state=current.value, to_state=target.value,
                  reason=reason, data=data)
-    order_pk = order.pk
-    transaction.on_commit(lambda: notify.state_changed(order_pk, target))
+    notify.state_changed(order.pk, target)
     return order
