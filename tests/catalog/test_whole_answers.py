@@ -17,9 +17,10 @@ from django.middleware.csrf import _unmask_cipher_token
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
+from anchorgpu.allocation import services
 from anchorgpu.catalog import answer_cache
 from anchorgpu.catalog.answer_cache import SNAPSHOT_SQL
-from anchorgpu.web import catalog_cache
+from anchorgpu.web import catalog_cache, views
 from tests.catalog.test_answer_cache import (  # noqa: F401 - fixtures
     _computed, _get, _hit_after, _snapshot, second, shop, together)
 from tests.faults.dbkill import backend_pid, kill_connection
@@ -76,6 +77,42 @@ def test_visitors_without_a_session_get_the_cached_page_with_their_own_csrf_toke
     assert bob.post("/i18n/setlang/", {**switch, "csrfmiddlewaretoken": _token(again)}).status_code == 403
     answer = bob.post("/i18n/setlang/", {**switch, "csrfmiddlewaretoken": _token(other)})
     assert answer.status_code == 302 and answer["Location"] == "/pt/?term=3"
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_the_page_around_the_table_is_kept_when_the_offers_change(shop, second, monkeypatch):
+    """A hold changes the offers table: the cached page follows it, its page around the table is not rendered
+    again, and the page is still the one the view renders for the visitor."""
+    rendered = []
+    real = views.render_to_string
+
+    def counting(template, *args, **kwargs):
+        rendered.append(template)
+        return real(template, *args, **kwargs)
+
+    monkeypatch.setattr(views, "render_to_string", counting)
+    catalog_cache._SHELLS.clear()
+    visitor = Client()
+    before = visitor.get(PAGE)
+    assert rendered.count("web/catalog.html") == 1
+    h100 = shop["h100-sxm-80gb"]
+    services.hold_place(product=h100, quantity=2, start=second.now, term_days=3)  # a new snapshot
+    after = visitor.get(PAGE)
+    assert rendered.count("web/catalog.html") == 1  # only the table was rendered again
+    assert rendered.count("web/_offers.html") == 2
+    assert _without_token(after) != _without_token(before)
+    with pytest.MonkeyPatch.context() as patch:  # the page as the view renders it whole
+        patch.setattr(catalog_cache, "page_key", lambda request: None)
+        whole = Client().get(PAGE)
+    assert _without_token(whole) == _without_token(after)
+    assert catalog_cache.TABLE_HOLE not in after.content.decode() and after.content.decode().count('id="offers"') == 1
+    assert _h100_free(after) == _h100_free(before) - 2  # its units free now, in the table
+
+
+def _h100_free(response) -> int:
+    found = re.search(r'H100 SXM 80 GB.*?<td class="num">(\d+) / \d+</td>', response.content.decode(), re.S)
+    return int(found.group(1))
 
 
 @pytest.mark.postgres_only

@@ -21,13 +21,25 @@ themselves the same way (``live_offers``).
 
 A query that names a start is not keyed as sent: whether that start has passed depends on the moment, not
 only on the second the answer is for. The views validate it first, then look up its normalised value.
+
+The page of a visitor without a session is made of two parts that change at different times: its offers
+table follows the database (every order changes it) and the second, while the page around it depends only on
+the request and the language. The page around the table (``shell``) is rendered with ``TABLE_HOLE`` where the
+table goes and kept under the page key across snapshots and seconds (``SHELLS`` of them, least recently used
+out first), so an order that changes the offers costs each page the table's rendering, not the whole page's.
+That holds while web/catalog.html and the layout it extends show, for such a visitor, nothing read from the
+database or the clock but the table (tests/catalog/test_whole_answers.py compares the two ways).
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
+from collections import OrderedDict
+from typing import Callable
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.contrib.messages.storage.cookie import CookieStorage
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
@@ -37,6 +49,8 @@ from anchorgpu.catalog import offers as offers_selector
 
 CSRF_HOLE = "csrf-hole-" + secrets.token_hex(16)
 _HOLE_BYTES = CSRF_HOLE.encode("ascii")
+TABLE_HOLE = "offers-hole-" + secrets.token_hex(16)
+SHELLS = 256
 
 
 def live_offers(form) -> list:
@@ -90,3 +104,42 @@ def page_response(answer, request) -> HttpResponse:
     # What a rendered page says too: the answer depends on the cookies (a signed-in visitor gets another).
     response["Vary"] = "Cookie"
     return response
+
+
+class _Shells:
+    """The pages around their tables, by page key and rendering context; thread-safe and bounded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple, str] = OrderedDict()
+
+    def get(self, key: tuple, render: Callable[[], str]) -> str:
+        with self._lock:
+            shell = self._items.get(key)
+            if shell is not None:
+                self._items.move_to_end(key)
+                return shell
+        shell = render()  # outside the lock: two threads may render the same shell once each, never a wrong one
+        with self._lock:
+            self._items[key] = shell
+            while len(self._items) > SHELLS:
+                self._items.popitem(last=False)
+        return shell
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_SHELLS = _Shells()
+setting_changed.connect(lambda **_kwargs: _SHELLS.clear(), dispatch_uid="anchorgpu.web.catalog_cache.shells",
+                        weak=False)
+
+
+def page_with_table(key: tuple, render_shell: Callable[[], str], table_html: str) -> str:
+    """The page for ``key`` (``page_key`` and the rendering context): its shell, kept or rendered by
+    ``render_shell`` with ``TABLE_HOLE`` for the table, with ``table_html`` in the hole."""
+    shell = _SHELLS.get(key, render_shell)
+    if shell.count(TABLE_HOLE) != 1:  # the hole must be the table's place and nothing else
+        raise ValueError("the catalog page must hold the offers table exactly once")
+    return shell.replace(TABLE_HOLE, table_html)

@@ -7,7 +7,8 @@ import sys
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
-from django.utils import timezone
+from django.urls import get_script_prefix
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from anchorgpu.catalog import answer_cache
@@ -51,15 +52,23 @@ def _table_answer(request, now):
                         status=400)
 
 
-def _page_answer(request, now):
+def _page_answer(request, key, now):
     """The whole page (UTF-8) for a visitor without a session, with ``CSRF_HOLE`` for the token
-    (web.catalog_cache); the 400 response, rendered for this request, when the query is bad."""
+    (web.catalog_cache); the 400 response, rendered for this request, when the query is bad. The page around
+    the table is kept across snapshots and seconds (``catalog_cache.page_with_table``): it holds nothing read
+    from the database or the clock, so it is rendered without them."""
     form = OfferQueryForm.from_query(request.GET, strict=False)
     if not form.is_valid():
         return _catalog_page(request, form)
-    offers, offers_html = _cached_offers(form)
-    context = {**_catalog_context(form, offers, offers_html, now), "csrf_token": catalog_cache.CSRF_HOLE}
-    return render_to_string("web/catalog.html", context, request=request).encode()
+    _offers, offers_html = _cached_offers(form)
+
+    def shell() -> str:
+        context = {"form": form, "offers_html": catalog_cache.TABLE_HOLE, "terms": TERM_DAYS,
+                   "csrf_token": catalog_cache.CSRF_HOLE}
+        return render_to_string("web/catalog.html", context, request=request)
+
+    context = (translation.get_language(), timezone.get_current_timezone_name(), get_script_prefix())
+    return catalog_cache.page_with_table((key, context), shell, offers_html).encode()
 
 
 def _catalog_page(request, form) -> HttpResponse:
@@ -87,7 +96,7 @@ def catalog(request):
     else:
         key = catalog_cache.page_key(request)
         if key is not None:
-            page = answer_cache.answer("catalog-page", key, lambda now: _page_answer(request, now),
+            page = answer_cache.answer("catalog-page", key, lambda now: _page_answer(request, key, now),
                                        keep=catalog_cache.kept)
             return catalog_cache.page_response(page, request)
     return _catalog_page(request, OfferQueryForm.from_query(request.GET, strict=False))
