@@ -197,8 +197,8 @@ class OrderEmail(models.Model):
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["due_at"], name="order_email_due",
                                 condition=Q(sent_at__isnull=True, failed_at__isnull=True))]
-        verbose_name = _("email")
-        verbose_name_plural = _("emails")
+        verbose_name = _("customer email")
+        verbose_name_plural = _("customer emails")
 
     def __str__(self) -> str:
         return f"{self.order} · {self.kind}"

@@ -26,8 +26,8 @@ class Migration(migrations.Migration):
                 ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='emails', to='orders.order')),
             ],
             options={
-                'verbose_name': 'email',
-                'verbose_name_plural': 'emails',
+                'verbose_name': 'customer email',
+                'verbose_name_plural': 'customer emails',
                 'ordering': ['created_at', 'id'],
                 'indexes': [models.Index(condition=models.Q(('failed_at__isnull', True), ('sent_at__isnull', True)), fields=['due_at'], name='order_email_due')],
             },
