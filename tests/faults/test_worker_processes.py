@@ -106,7 +106,7 @@ def test_several_workers_at_once_never_run_the_same_step(tmp_path):
     user = shop.customer()
     orders = [shop.place(user) for _ in range(4)]  # paid below, once every worker is sweeping
     log = tmp_path / "marks.log"
-    workers = Workers(tmp_path, log, pause=0.1, interval=0.1)
+    workers = Workers(tmp_path, log, pause=0.1, interval=0.4)
     try:
         for _ in range(3):
             workers.start()
@@ -114,8 +114,14 @@ def test_several_workers_at_once_never_run_the_same_step(tmp_path):
 
         wait_for(lambda: (SweepRecord.objects.filter(name="provision_due").values_list("runs", flat=True).first()
                           or 0) >= 9, what="three workers sweeping", workers=workers)
+        # One at a time, each once a worker is inside the last one: a worker's sweep takes the orders due when
+        # it starts, and on SQLite the worker in a step takes the write lock back at once after each one
+        # (SQLite's waiters poll; they are not queued), so orders paid all at once tend to go to one worker.
+        # The pause between a worker's sweeps (0.4 s) is when the others get the lock.
         for i, order in enumerate(orders):
             shop.pay(order, txid=f"{i + 1:02x}" * 32)
+            wait_for(lambda pk=order.pk: any(m.event == "enter" and m.order == pk for m in marks(log)),
+                     what="a worker to take the order", workers=workers)
         wait_for(lambda: states(orders) == {"active"} and all(w.ready() for w in workers.started),
                  what="every order to be active", workers=workers)
         assert all(w.alive() for w in workers.started), workers.outputs()

@@ -94,10 +94,12 @@ def emails_send_due(*, now: datetime | None = None) -> int:
     """Send the emails due by ``now`` (a worker sweep). Returns how many were sent."""
     now = now or timezone.now()
     sent = 0
+    due_now = OrderEmail.objects.filter(sent_at__isnull=True, failed_at__isnull=True, due_at__lte=now)
+    if not due_now.exists():  # a plain read: no write transaction (on SQLite, no write lock) when none is due
+        return 0
     while True:
         with transaction.atomic():
-            due = list(OrderEmail.objects.select_for_update(skip_locked=True, of=("self",))
-                       .filter(sent_at__isnull=True, failed_at__isnull=True, due_at__lte=now)
+            due = list(due_now.select_for_update(skip_locked=True, of=("self",))
                        .select_related("order__product", "order__environment", "order__quote__asset")
                        .order_by("due_at", "id")[:BATCH])
             for email in due:
