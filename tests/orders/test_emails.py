@@ -60,13 +60,19 @@ def test_a_change_that_is_rolled_back_queues_no_email(mailoutbox):
     assert notify.emails_send_due() == 1 and "payment details" in mailoutbox[0].subject
 
 
-@pytest.mark.django_db
-def test_a_failing_mail_server_is_tried_again_later_then_given_up(settings, mailoutbox):
+def _refused_once(settings):
+    """An order whose email the mail server has refused once; the moment of that attempt."""
     shop.load_shop()
     order = shop.place(shop.customer())
     settings.EMAIL_BACKEND = "tests.orders.test_emails.RefusingBackend"
     now = timezone.now() + timedelta(seconds=1)
     assert notify.emails_send_due(now=now) == 0
+    return order, now
+
+
+@pytest.mark.django_db
+def test_a_failing_mail_server_is_tried_again_later_then_given_up(settings, mailoutbox):
+    order, now = _refused_once(settings)
     email = order.emails.get()
     assert email.attempts == 1 and email.due_at == now + notify.RETRY_AFTER[0]
     assert email.last_error == "SMTPServerDisconnected: the mail server went away"
@@ -76,7 +82,7 @@ def test_a_failing_mail_server_is_tried_again_later_then_given_up(settings, mail
     assert notify.emails_send_due(now=now + timedelta(seconds=30)) == 0  # not due yet: not tried
     email.refresh_from_db()
     assert email.attempts == 1
-    for wait in notify.RETRY_AFTER:
+    for _ in notify.RETRY_AFTER:
         now = email.due_at
         notify.emails_send_due(now=now)
         email.refresh_from_db()
@@ -90,11 +96,7 @@ def test_a_failing_mail_server_is_tried_again_later_then_given_up(settings, mail
 
 @pytest.mark.django_db
 def test_an_email_that_failed_once_is_sent_once_when_the_server_is_back(settings, mailoutbox):
-    shop.load_shop()
-    order = shop.place(shop.customer())
-    settings.EMAIL_BACKEND = "tests.orders.test_emails.RefusingBackend"
-    now = timezone.now() + timedelta(seconds=1)
-    assert notify.emails_send_due(now=now) == 0
+    order, now = _refused_once(settings)
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     assert notify.emails_send_due(now=now + notify.RETRY_AFTER[0]) == 1
     assert notify.emails_send_due(now=now + timedelta(days=1)) == 0
