@@ -7,10 +7,12 @@ import logging
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from anchorgpu import worker
+from anchorgpu.orders import notify
+from anchorgpu.orders.models import OrderEmail
 from anchorgpu.ops.logs import JsonFormatter
 from anchorgpu.ops.models import SweepRecord
 from anchorgpu.payments.models import Asset, WatchState
@@ -67,11 +69,17 @@ def test_metrics_tell_orders_bookings_watchers_sweeps_and_request_times(client, 
     order = shop.place(shop.customer())
     Asset.objects.filter(code="eth").update(watch_url="http://127.0.0.1:9/")
     worker.run_once()  # records every sweep; the eth watcher's poll fails (nothing listens on port 9)
+    with transaction.atomic():  # after the run: one email queued, one given up after its last attempt
+        notify.term_ending(order.pk)
+        OrderEmail.objects.create(order=order, kind="term_ending", due_at=timezone.now(), attempts=6,
+                                  failed_at=timezone.now(), last_error="SMTPServerDisconnected")
     client.get("/en/")  # one request to the catalog, timed
     text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
     assert 'anchorgpu_orders{state="awaiting_payment"} 1.0' in text and 'anchorgpu_orders{state="paid"} 0.0' in text
     assert "anchorgpu_holds_live 1.0" in text and 'anchorgpu_bookings_live{kind="hold"} 1.0' in text
     assert 'anchorgpu_chain_watcher_ok{asset="eth"} 0.0' in text
+    assert 'anchorgpu_customer_emails_unsent{status="queued"} 1.0' in text  # the order's own was sent by the run
+    assert 'anchorgpu_customer_emails_unsent{status="given_up"} 1.0' in text
     assert 'anchorgpu_chain_watcher_errors_in_row{asset="eth"} 1.0' in text
     assert 'anchorgpu_worker_sweep_runs_total{sweep="chains_poll"} 1.0' in text
     assert 'anchorgpu_worker_sweep_failures_total{sweep="chains_poll"} 0.0' in text

@@ -1,10 +1,11 @@
 """Prometheus metrics at ``/metrics``.
 
 Request latency is measured in this process (one histogram per view, method
-and status class). Everything else is read from the database at scrape time,
-so every server process and the worker tell the same story: orders by state,
-live holds and bookings, each chain watcher's lag and errors, and the
-worker's sweeps (written by the worker after each run).
+and status class), and so are the garbage collector's pauses (``gc_tuning``).
+Everything else is read from the database at scrape time, so every server
+process and the worker tell the same story: orders by state, customer emails
+not sent yet or given up, live holds and bookings, each chain watcher's lag
+and errors, and the worker's sweeps (written by the worker after each run).
 
 The page is for the operators' monitoring, not the public: it answers only
 with the bearer token ``ANCHORGPU_METRICS_TOKEN`` or, without one set, to a
@@ -60,6 +61,7 @@ class ShopCollector:
     def collect(self):
         try:
             yield from self._orders()
+            yield from self._emails()
             yield from self._bookings()
             yield from self._watchers()
             yield from self._sweeps()
@@ -81,6 +83,17 @@ class ShopCollector:
         for state in OrderState:
             family.add_metric([state.value], counts.get(state.value, 0))
         yield family
+
+    def _emails(self):
+        from anchorgpu.orders.models import OrderEmail
+
+        waiting = OrderEmail.objects.filter(sent_at__isnull=True)
+        unsent = GaugeMetricFamily("anchorgpu_customer_emails_unsent",
+                                   "Customer emails not sent: still to be tried, or given up after the last "
+                                   "attempt.", labels=["status"])
+        unsent.add_metric(["queued"], waiting.filter(failed_at__isnull=True).count())
+        unsent.add_metric(["given_up"], waiting.filter(failed_at__isnull=False).count())
+        yield unsent
 
     def _bookings(self):
         from anchorgpu.allocation.models import Booking
