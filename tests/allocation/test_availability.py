@@ -83,6 +83,31 @@ def test_the_batched_read_answers_as_the_one_product_selectors_do(seed):
                         (seed, p.slug, term, quantity, not_before - now)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_units_found_with_the_earliest_start_are_those_free_for_its_term(seed):
+    """What an order for "as soon as possible" places its hold on: the units ``earliest_free`` answers with
+    its start are exactly those the database says are free for the whole term from it."""
+    now = f.now_minute()
+    products = _busy_fleet(seed, now)
+    compared = 0
+    for term in (3, 30):
+        for quantity in (1, 2, 5):
+            for not_before in (now, now + 20 * DAY, now + 200 * DAY):
+                for p in products:
+                    found = selectors.earliest_free(p, quantity=quantity, term_days=term, not_before=not_before,
+                                                    now=now)
+                    start = selectors.earliest_start(p, quantity=quantity, term_days=term, not_before=not_before,
+                                                     now=now)
+                    assert (found and found.start) == start
+                    if found is None:
+                        continue
+                    free = selectors.units_free(p, Period(found.start, found.start + term * DAY), now=now)
+                    assert sorted(u.key for u in found.units) == sorted(u.key for u in free)
+                    assert len(found.units) >= quantity
+                    compared += 1
+    assert compared > 20
+
+
 def test_the_queries_do_not_grow_with_the_number_of_products():
     now = f.now_minute()
     products = _busy_fleet(7, now)

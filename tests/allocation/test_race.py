@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from anchorgpu.allocation import services
-from anchorgpu.allocation.errors import NoLongerAvailable
+from anchorgpu.allocation.errors import NoLongerAvailable, NoStartFree
 from anchorgpu.allocation.models import Booking, BookingDevice
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.fleet.models import Device
@@ -212,3 +212,28 @@ def test_maintenance_during_a_rush_lists_every_booking_it_hits():
     held = sum((r.ends_at - r.starts_at for r in BookingDevice.objects.filter(booking__pk__in=on_down, device__host=down)),
                timedelta())
     assert blocked + held == 4 * (window[1] - window[0])
+
+
+def test_as_soon_as_possible_never_loses_to_a_concurrent_order(settings):
+    """Holds for the earliest start search it in the product's turn: each worker gets the earliest start
+    left when its turn comes, so the terms stack up on the cards, and only what does not fit before the
+    horizon is refused (NoStartFree, not "no longer available")."""
+    settings.ANCHORGPU_BOOKING_HORIZON_DAYS = 10  # starts at now, +3, +6 and +9 days; +12 is past it
+    p = f.product("h100", name="H100 SXM")
+    f.host(p, cards=2)
+    f.host(p, cards=1)
+    now = f.now_minute()
+
+    def asap():
+        return services.hold_place(product=p, quantity=1, start=None, term_days=3, reference="asap", now=now).pk
+
+    results = run_together([asap for _ in range(WORKERS)])
+
+    granted = [value for outcome, value in results if outcome == "granted"]
+    refused = [value for outcome, value in results if outcome == "refused"]
+    assert all(isinstance(error, NoStartFree) for error in refused), refused
+    assert len(granted) == 3 * 4 and len(refused) == WORKERS - 12  # 3 cards, 4 starts each
+    starts = Counter(Booking.objects.filter(pk__in=granted).values_list("starts_at", flat=True))
+    assert starts == {now + k * 3 * DAY: 3 for k in range(4)}
+    assert overlapping_live_rows() == []
+    assert AuditEntry.objects.filter(action="hold_place").count() == 12

@@ -9,6 +9,12 @@ class NoLongerAvailable(AllocationError):
     code = "no_longer_available"
 
 
+class NoStartFree(AllocationError):
+    """No start within the booking horizon has enough units free for the whole term."""
+
+    code = "no_start_free"
+
+
 class HoldExpired(AllocationError):
     code = "hold_expired"
 

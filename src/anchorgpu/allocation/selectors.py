@@ -95,15 +95,32 @@ def _busy_of(products, *, after: datetime, before: datetime | None, now: datetim
     return busy
 
 
+@dataclass(frozen=True)
+class FreeStart:
+    """The earliest start ``earliest_free`` found, and the units free for the whole term from it."""
+
+    start: datetime
+    units: list[Unit]
+
+
 def earliest_start(product: Product, *, quantity: int, term_days: int, not_before: datetime,
                    now: datetime | None = None) -> datetime | None:
     """The first start from ``not_before`` on with ``quantity`` units free
     for the whole term, or None when there is none within the booking
-    horizon (bookings may start at most that many days from now).
+    horizon (bookings may start at most that many days from now)."""
+    found = earliest_free(product, quantity=quantity, term_days=term_days, not_before=not_before, now=now)
+    return None if found is None else found.start
+
+
+def earliest_free(product: Product, *, quantity: int, term_days: int, not_before: datetime,
+                  now: datetime | None = None) -> FreeStart | None:
+    """``earliest_start``, with the units free for the term from it, from the same reads: what an order for
+    "as soon as possible" places its hold on, under the product's turn (``services.hold_place``).
 
     Reads the bookings of a window after ``not_before`` only, and then the
     rest of a wider one when the answer does not fit inside it: bookings past
-    the window cannot move an answer whose term ends inside it."""
+    the window cannot move an answer whose term ends inside it, nor free or
+    take a unit for that term."""
     now = now or timezone.now()
     latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
     if not_before > latest:
@@ -121,7 +138,7 @@ def earliest_start(product: Product, *, quantity: int, term_days: int, not_befor
         if found is None or found > latest:
             return None
         if found + length <= horizon:  # always true once horizon == limit
-            return found
+            return FreeStart(found, search.free_units(units, busy, Period(found, found + length)))
         window = max(4 * window, 2 * (found + length - not_before))
 
 

@@ -34,7 +34,7 @@ from anchorgpu.fleet.models import Host
 from anchorgpu.i18n import message
 
 from . import placement, rules, selectors
-from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable
+from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable, NoStartFree
 from .models import Booking, BookingDevice
 from .periods import Period, PeriodError
 
@@ -101,10 +101,18 @@ def _retrying(attempt_once):
     raise NoLongerAvailable("The cards were taken by others while we tried; please try again.") from last
 
 
-def hold_place(*, product: Product, quantity: int, start: datetime, term_days: int, actor: str = SYSTEM,
+def hold_place(*, product: Product, quantity: int, start: datetime | None, term_days: int, actor: str = SYSTEM,
                reference: str = "", hold_minutes: int | None = None, now: datetime | None = None) -> Booking:
     """Reserve ``quantity`` units of ``product`` for ``[start, start + term)``
-    until the hold expires (the payment window)."""
+    until the hold expires (the payment window).
+
+    ``start`` None is "as soon as possible": the earliest start with enough
+    units free for the term, searched in the product's turn, on the data every
+    earlier writer committed. An order for the earliest start then never loses
+    to a concurrent one; it gets the next start (``NoStartFree`` when none is
+    left within the horizon). A dated start that was taken in the meantime
+    is refused with ``NoLongerAvailable``: that is the customer's choice to
+    make again."""
     now = now or timezone.now()
     try:
         check_quantity(quantity)
@@ -113,13 +121,8 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
         raise InvalidRequest(str(exc)) from None
     if not product.is_active:
         raise InvalidRequest(_("%(product)s is not on sale.") % {"product": product.name})
-    period = _period(start, start + timedelta(days=term_days))
-    horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
-    problem = rules.start_problem(period.start, now=now, horizon_days=horizon)
-    if problem is rules.StartProblem.PAST:
-        raise InvalidRequest(_("The start is in the past; choose now or a later date."))
-    if problem is rules.StartProblem.BEYOND_HORIZON:
-        raise InvalidRequest(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
+    if start is not None:
+        _check_start(start, term_days, now)
     minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
     if minutes < 1:
         raise InvalidRequest("A hold must last at least one minute.")
@@ -129,7 +132,15 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
         _take_turn(product.pk)
         if retry:  # reads ignore stale holds by time; only the constraint still sees their rows
             _expire_stale_holds(now)
-        free = selectors.units_free(product, period, now=now)
+        if start is None:
+            found = selectors.earliest_free(product, quantity=quantity, term_days=term_days, not_before=now, now=now)
+            if found is None:
+                raise NoStartFree(f"No start within the booking horizon has {quantity} unit(s) of {product.name} "
+                                  f"free for {term_days} days.")
+            period, free = Period(found.start, found.start + timedelta(days=term_days)), found.units
+        else:
+            period = Period(start, start + timedelta(days=term_days))
+            free = selectors.units_free(product, period, now=now)
         try:
             chosen = placement.place(free, quantity)
         except placement.NotEnoughUnits as exc:
@@ -149,6 +160,16 @@ def hold_place(*, product: Product, quantity: int, start: datetime, term_days: i
         return booking
 
     return _retrying(attempt)
+
+
+def _check_start(start: datetime, term_days: int, now: datetime) -> None:
+    period = _period(start, start + timedelta(days=term_days))
+    horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS
+    problem = rules.start_problem(period.start, now=now, horizon_days=horizon)
+    if problem is rules.StartProblem.PAST:
+        raise InvalidRequest(_("The start is in the past; choose now or a later date."))
+    if problem is rules.StartProblem.BEYOND_HORIZON:
+        raise InvalidRequest(_("Bookings can start at most %(days)d days ahead.") % {"days": horizon})
 
 
 def _lock(booking: Booking) -> Booking:

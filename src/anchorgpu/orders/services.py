@@ -12,9 +12,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.allocation import services as allocation
-from anchorgpu.allocation.errors import InvalidRequest, NoLongerAvailable
+from anchorgpu.allocation.errors import InvalidRequest, NoLongerAvailable, NoStartFree
 from anchorgpu.allocation.models import Booking
-from anchorgpu.allocation.selectors import earliest_start
 from anchorgpu.audit.services import audit_record
 from anchorgpu.catalog import pricing
 from anchorgpu.catalog.models import Environment, Product
@@ -104,20 +103,14 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
         if earlier is not None:
             return earlier  # a repeated submission (double click, retried request)
     price = _check(request, now)
-    start = request.start
-    if start is None:
-        start = earliest_start(request.product, quantity=request.quantity, term_days=request.term_days,
-                               not_before=now, now=now)
-        if start is None:
-            raise Unavailable(_("No start within the booking horizon has %(count)d unit(s) of %(product)s free "
-                                "for the whole term.") % {"count": request.quantity,
-                                                          "product": request.product.name}, code="unavailable")
     actor = user.get_username()
     reference = new_reference()
     payment = PaymentSettings.current()
     try:
         with transaction.atomic():
-            booking = allocation.hold_place(product=request.product, quantity=request.quantity, start=start,
+            # No start: the earliest one, searched in the product's turn (an order for "as soon as possible"
+            # is not refused because a concurrent one took the start it would have found a moment before).
+            booking = allocation.hold_place(product=request.product, quantity=request.quantity, start=request.start,
                                             term_days=request.term_days, actor=actor, reference=reference,
                                             hold_minutes=payment.quote_minutes, now=now)
             order = Order.objects.create(
@@ -143,6 +136,10 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
         if earlier is None:
             raise
         return earlier  # the same request, sent twice at once: the other one won
+    except NoStartFree:
+        raise Unavailable(_("No start within the booking horizon has %(count)d unit(s) of %(product)s free "
+                            "for the whole term.") % {"count": request.quantity, "product": request.product.name},
+                          code="unavailable") from None
     except NoLongerAvailable:
         raise Unavailable(_("Someone else has just taken the last free unit(s) for that start. Choose another "
                             "start or quantity; nothing was charged."), code="taken") from None
