@@ -34,9 +34,10 @@ What it measures:
    holds book the fleet months ahead, and every later catalog read would have to search past them. The
    live device bookings are printed at the start of each phase.
 
-An order refused because the capacity is taken (409 ``unavailable``: no start within the booking horizon;
-409 ``taken``: a concurrent order won the last units) is counted apart, not as an error. Errors are 5xx,
-any other status, connection failures and time-outs (30 s).
+An order refused because the capacity is taken (409 ``unavailable``: no start within the booking horizon)
+is counted apart, not as an error. Errors are 5xx, any other status (409 ``taken`` included: an order for
+the earliest start is never refused because a concurrent one won a start), connection failures and
+time-outs (30 s).
 
 After the run, in the database: no device has two live booking rows whose periods overlap (the
 double-bookings), every order a client saw created has its quote and a live hold of the right number of
@@ -255,8 +256,8 @@ def _actions(host: str, people: list[dict], created: set[str]) -> dict[str, lc.A
             code = json.loads(body).get("error", {}).get("code")
             if code == "unavailable":
                 return "refused: sold out"
-            if code == "taken":
-                return "refused: taken by a concurrent order"
+            # Every order here asks for the earliest start, which is searched in the product's turn: a
+            # concurrent order can move it later, never take it ("taken" is for a date the customer chose).
             return f"error: 409 {code}"
         return f"error: HTTP {status}"
 
@@ -290,6 +291,14 @@ def _run_phase(phase: lc.Phase, port: int, server_pid: int, seed: int) -> str:
     return lc.cpu_line(before, lc.cpu_snapshot(server_pid))
 
 
+def _transactions(url: str) -> int:
+    """The database's transactions so far (PostgreSQL's statistics, which each server process sends within
+    about a second): a cached answer costs one, its snapshot read, unless it shared another's."""
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                            "WHERE datname = current_database()").fetchone()[0]
+
+
 def _live_rows(url: str) -> int:
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT count(*) FROM allocation_bookingdevice WHERE live").fetchone()[0]
@@ -307,9 +316,12 @@ def _capacity(args, actions, server_pid: int, names: tuple[str, ...], title: str
                           "127.0.0.1", args.port, seed=1000 + len(name))
             warm_errors += sum(1 for s in warm.samples if s[3].startswith("error"))
         phase = lc.Phase(args.clients, args.seconds, lambda rng, a=action: a, cookies=args.cookies)
+        transactions = _transactions(args.url)
         cpu = _run_phase(phase, args.port, server_pid, seed=len(name))
+        time.sleep(1.5)  # the server processes' statistics of the phase's last second
+        transactions = _transactions(args.url) - transactions
         results[name] = lc.figures(phase, name)
-        print(f"   {name}: {cpu}")
+        print(f"   {name}: {cpu}; database transactions per answer {transactions / max(1, results[name].requests):.2f}")
     ceiling = results["ceiling"].per_second if "ceiling" in results else ceiling
     _table([(name, f, "-" if name == "ceiling" else f"{100 * f.per_second / ceiling:.0f} %")
             for name, f in results.items()])
