@@ -104,7 +104,7 @@ def test_threads_that_ask_during_a_read_share_the_next_one_not_that_one():
     # The first read was on its way before they asked: none of them may get its answer.
     assert [a.answer() for a in later] == ["s2"] * 5
     assert (reads.sent, shared.reads, shared.shared) == (2, 2, 4)
-    assert shared._busy is False and shared._next is None
+    assert shared._owner is None and shared._next is None
 
 
 def test_a_thread_that_asks_while_its_batch_read_is_on_its_way_waits_for_the_next():
@@ -138,10 +138,10 @@ def test_a_failed_shared_read_leaves_each_thread_its_own():
     assert len(failed) == 1 and reads.by_thread[failed[0]] == 2  # the leader gets its own read's error
     assert sorted(value for value, error in answers.values() if error is None) == ["s3", "s4"]
     assert reads.sent == 4
-    assert shared._busy is False and shared._next is None
+    assert shared._owner is None and shared._next is None
 
 
-def test_a_hung_read_does_not_hold_the_threads_after_it(monkeypatch):
+def test_a_hung_read_costs_one_wait_to_those_behind_it_and_nothing_to_later_threads(monkeypatch):
     monkeypatch.setattr(answer_cache, "_WAIT_SECONDS", 0.2)
     shared, reads = SharedReads(), Reads()
     hung = ask(shared, reads, "hung")
@@ -150,14 +150,36 @@ def test_a_hung_read_does_not_hold_the_threads_after_it(monkeypatch):
     wait_for(queued(shared, 3), "three threads queued")
     reads.release(2)  # the batch's read, once its leader stops waiting for the hung one
     assert sorted(a.answer() for a in later) == ["s2"] * 3
-    assert shared._next is None and shared._busy  # the hung read still owns the queue
-    after = ask(shared, reads, "after")
-    wait_for(queued(shared, 1), "a thread queued behind the hung read")
-    reads.release(1)
+    assert shared._owner is None and shared._next is None  # the batch took the queue over and let it go
     reads.release(3)
+    started = time.monotonic()
+    assert shared.snapshot(None, reads) == "s3"  # a later thread reads at once, while read 1 still hangs
+    assert time.monotonic() - started < 0.15
+    reads.release(1)
     assert hung.answer() == "s1"
-    assert after.answer() == "s3"
-    assert shared._busy is False and shared._next is None
+    assert shared._owner is None and shared._next is None  # the hung read, back, hands nothing on
+    assert reads.sent == 3
+
+
+def test_threads_behind_a_batch_read_that_hangs_read_their_own(monkeypatch):
+    monkeypatch.setattr(answer_cache, "_WAIT_SECONDS", 0.2)
+    shared, reads = SharedReads(), Reads()
+    first = ask(shared, reads, "first")
+    wait_for(lambda: reads.sent == 1, "the first read")
+    later = [ask(shared, reads, f"later-{i}") for i in range(3)]
+    wait_for(queued(shared, 3), "three threads queued")
+    reads.release(1)
+    assert first.answer() == "s1"
+    wait_for(lambda: reads.sent == 2, "the batch's read")  # it hangs: the two others give up on it
+    wait_for(lambda: reads.sent == 4, "the followers' own reads")
+    reads.release(3)
+    reads.release(4)
+    reads.release(2)
+    answers = {a.name: a.answer() for a in later}
+    leader = next(name for name, n in reads.by_thread.items() if n == 2)
+    assert answers.pop(leader) == "s2"
+    assert sorted(answers.values()) == ["s3", "s4"]
+    assert shared._owner is None and shared._next is None
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -193,4 +215,4 @@ def test_many_threads_each_get_a_read_sent_after_they_asked(seed):
     assert not problems, problems[:3]
     assert shared.reads + shared.shared == 8 * 200
     assert shared.shared > 0  # with 8 threads asking at once, some reads were shared
-    assert shared._busy is False and shared._next is None
+    assert shared._owner is None and shared._next is None

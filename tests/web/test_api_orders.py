@@ -7,12 +7,13 @@ import json
 import re
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 
 from anchorgpu.allocation.models import Booking
@@ -379,3 +380,31 @@ def test_a_body_nested_deep_enough_to_crash_the_parser_is_refused_before_parsing
         body = error(response, 400, "bad_json")
         assert "too deeply" in body["message"]
     assert Order.objects.count() == 0
+
+
+def test_an_order_for_the_earliest_start_gets_the_next_free_one_or_a_409_unavailable(api, settings):
+    # H200: 16 cards in the demo fleet, all held by another customer for 30 days from now.
+    first = shop.place(shop.customer("bob@example.com"), product="h200-141gb", quantity=16, term_days=30)
+    created = place(api, product="h200-141gb", term=7)
+    order = Order.objects.get(reference=created["reference"])
+    assert order.start_asap and order.starts_at == first.ends_at  # the first start free for the whole term
+    settings.ANCHORGPU_BOOKING_HORIZON_DAYS = 20  # now nothing may start before the cards are free again
+    response = api.post("/api/v1/orders", order_body(product="h200-141gb", term=7), key="k-2")
+    assert "booking horizon" in error(response, 409, "unavailable")["message"]
+    assert Order.objects.count() == 2
+
+
+@pytest.mark.parametrize("dated, code", [(False, "busy"), (True, "taken")])
+def test_a_hold_that_lost_every_attempt_is_a_409_and_saves_nothing(api, monkeypatch, dated, code):
+    from anchorgpu.allocation import services as allocation
+    from anchorgpu.allocation.errors import NoLongerAvailable
+
+    def lost(**_kwargs):
+        raise NoLongerAvailable("The cards were taken by others while we tried; please try again.")
+
+    monkeypatch.setattr(allocation, "hold_place", lost)
+    start = (timezone.now() + timedelta(days=2)).replace(microsecond=0).isoformat() if dated else None
+    response = api.post("/api/v1/orders", order_body(start=start), key="k-1")
+    message = error(response, 409, code)["message"]
+    assert ("try again" in message) if code == "busy" else ("another start" in message)
+    assert not Order.objects.exists() and not Booking.objects.exists()

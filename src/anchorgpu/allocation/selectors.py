@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Hashable, Mapping
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
@@ -67,31 +68,45 @@ def busy_by_device(product: Product, *, after: datetime, before: datetime | None
 
 
 def _busy_of(products, *, after: datetime, before: datetime | None, now: datetime, since: datetime | None = None,
-             into: dict[int, list[Period]] | None = None) -> dict[int, list[Period]]:
+             into: dict[int, list[Period]] | None = None,
+             devices: Mapping[int, Hashable] | None = None) -> dict[int, list[Period]]:
     """``busy_by_device`` for several products at once: the same rows, in two or three queries in all.
 
     A wider read after a narrower one passes ``since``, the narrower read's ``before`` (with the same
-    ``after``), and its answer as ``into``: only the rows starting from ``since`` on are read, and added."""
+    ``after``), and its answer as ``into``: only the rows starting from ``since`` on are read, and added.
+
+    ``devices`` (device id to host id) reads the busy periods of those devices, and of their hosts'
+    maintenance windows, whatever their hosts' status now: a search that read its units first then reads the
+    bookings of exactly those units, even when a host leaves sale between the two statements (in the
+    writers' READ COMMITTED transactions each statement sees what had committed when it began)."""
     busy: dict[int, list[Period]] = defaultdict(list) if into is None else into
     until = Q() if before is None else Q(starts_at__lt=before)
     if since is not None:
         until &= Q(starts_at__gte=since)  # the rest ended after ``after`` and started before ``since``: read
-    slots = (BookingDevice.objects.filter(_live_at(now), until, device__host__product__in=products,
-                                          device__host__status=Host.Status.ACTIVE, ends_at__gt=after)
+    if devices is None:
+        of_devices = Q(device__host__product__in=products, device__host__status=Host.Status.ACTIVE)
+        of_hosts = Q(host__product__in=products)
+    else:
+        of_devices, of_hosts = Q(device_id__in=list(devices)), Q(host_id__in=set(devices.values()))
+    slots = (BookingDevice.objects.filter(_live_at(now), until, of_devices, ends_at__gt=after)
              .values_list("device_id", "starts_at", "ends_at"))
     for device_id, start, end in slots:
         busy[device_id].append(Period(start, end))
-    windows = (Booking.objects.filter(until, kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE,
-                                      host__product__in=products, ends_at__gt=after)
+    windows = (Booking.objects.filter(until, of_hosts, kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE,
+                                      ends_at__gt=after)
                .order_by().values_list("host_id", "starts_at", "ends_at"))
     by_host: dict[int, list[Period]] = defaultdict(list)
     for host_id, start, end in windows:
         by_host[host_id].append(Period(start, end))
     if by_host:
-        devices = Device.objects.filter(host__product__in=products, host__status=Host.Status.ACTIVE,
-                                        host_id__in=by_host).values_list("id", "host_id")
-        for device_id, host_id in devices:
-            busy[device_id].extend(by_host[host_id])
+        if devices is None:
+            pairs = Device.objects.filter(host__product__in=products, host__status=Host.Status.ACTIVE,
+                                          host_id__in=by_host).values_list("id", "host_id")
+        else:
+            pairs = devices.items()
+        for device_id, host_id in pairs:
+            if host_id in by_host:
+                busy[device_id].extend(by_host[host_id])
     return busy
 
 
@@ -126,13 +141,15 @@ def earliest_free(product: Product, *, quantity: int, term_days: int, not_before
     if not_before > latest:
         return None
     units = product_units(product)
+    devices = {device: unit.host for unit in units for device in unit.devices}
     length = timedelta(days=term_days)
     limit = latest + length  # bookings starting later cannot matter
     window = length + max(length, timedelta(days=7))
     busy, read_to = None, None
     while True:
         horizon = min(not_before + window, limit)
-        busy = _busy_of([product], after=not_before, before=horizon, now=now, since=read_to, into=busy)
+        busy = _busy_of([product], after=not_before, before=horizon, now=now, since=read_to, into=busy,
+                        devices=devices)
         read_to = horizon
         found = search.earliest_start(units, busy, quantity=quantity, length=length, not_before=not_before)
         if found is None or found > latest:

@@ -232,61 +232,64 @@ class SharedReads:
     as exact as the thread's own. While one read is on its way, the threads that ask join the next batch;
     when it is back, the batch's leader sends one read for the whole batch on its own connection. A thread
     that asks when no read is on its way reads at once. A failed shared read (the leader's connection) makes
-    each thread of its batch read on its own, and get its own answer or error."""
+    each thread of its batch read on its own, and get its own answer or error.
+
+    One read at a time owns the queue (``_owner``): when it is back, it hands the waiting batch its turn. A
+    read that hangs (a connection gone silent) loses the queue after ``_WAIT_SECONDS``: the batch behind it
+    takes it over and reads, and the hung read, when it comes back, hands nothing on. So a hung connection
+    costs the threads that queued behind it that wait once, not every later request."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._busy = False  # a read is on its way
+        self._owner: object | None = None  # the read on its way that owns the queue; None: no read
         self._next: _Batch | None = None  # the batch waiting for it
         self.reads = self.shared = 0
 
     def snapshot(self, connection, read: Callable[[object], str]) -> str:
         with self._lock:
-            if not self._busy:
-                self._busy, batch, leader = True, None, True
+            if self._owner is None:  # nothing on its way: read at once
+                token = self._owner = object()
+                batch = None
             else:
-                batch, leader = self._next, False
+                batch, token = self._next, None
                 if batch is None:
                     batch = self._next = _Batch()
-                    leader = True
+                    token = batch  # the leader: its read will own the queue
                 batch.size += 1
-        if batch is None:  # nothing on its way: read at once
-            return self._lead(connection, read, None)
-        if leader:
+        if batch is None:
+            return self._lead(connection, read, None, token)
+        if token is not None:
             if not batch.go.wait(_WAIT_SECONDS):
-                # The read on its way hangs: this batch leaves the queue and reads now, beside it (every
-                # thread in the batch asked before this moment). The hung read's owner hands on what queues
-                # after.
                 with self._lock:
-                    detached = self._next is batch
-                    if detached:
-                        self._next = None
-                if detached:
-                    return self._lead(connection, read, batch, owner=False)
-                batch.go.wait()  # handed over meanwhile: set now, or in a moment
-            return self._lead(connection, read, batch)
+                    if self._next is batch:  # the read on its way hangs: this batch takes the queue over
+                        self._next, self._owner = None, batch
+                batch.go.set()  # taken over now, or handed over meanwhile
+            return self._lead(connection, read, batch, token)
         # The leader may wait _WAIT_SECONDS for a hung read before it sends its own: wait for both.
         if batch.done.wait(2 * _WAIT_SECONDS) and batch.value is not None:
-            self.shared += 1
+            with self._lock:
+                self.shared += 1
             return batch.value
         return read(connection)  # the shared read failed (or hangs): this thread's own
 
-    def _lead(self, connection, read: Callable[[object], str], batch: _Batch | None, owner: bool = True) -> str:
+    def _lead(self, connection, read: Callable[[object], str], batch: _Batch | None, token: object) -> str:
         value = None
         try:
             value = read(connection)
-            self.reads += 1
+            with self._lock:
+                self.reads += 1
             return value
         finally:
             if batch is not None:
                 batch.value = value
                 batch.done.set()
-            if owner:
-                with self._lock:
+            with self._lock:
+                waiting = None
+                if self._owner is token:  # else the queue was taken over while this read hung
                     waiting, self._next = self._next, None
-                    self._busy = waiting is not None
-                if waiting is not None:
-                    waiting.go.set()  # the next batch's read is sent now, after every thread in it asked
+                    self._owner = waiting
+            if waiting is not None:
+                waiting.go.set()  # the next batch's read is sent now, after every thread in it asked
 
 
 _SHARED: dict[str, SharedReads] = {}

@@ -141,6 +141,9 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                             "for the whole term.") % {"count": request.quantity, "product": request.product.name},
                           code="unavailable") from None
     except NoLongerAvailable:
+        if request.start is None:  # every attempt met a conflict: rare, and another try will do
+            raise Unavailable(_("Many orders for the same cards came in at the same moment, and this one could not "
+                                "be placed. Nothing was charged; please try again."), code="busy") from None
         raise Unavailable(_("Someone else has just taken the last free unit(s) for that start. Choose another "
                             "start or quantity; nothing was charged."), code="taken") from None
     except InvalidRequest as exc:
