@@ -81,6 +81,15 @@ def queued(shared: SharedReads, size: int):
     return lambda: shared._next is not None and shared._next.size == size
 
 
+def three_behind_one(shared: SharedReads, reads: Reads, first: str = "first") -> tuple[Asker, list[Asker]]:
+    """A thread whose read is on its way, and three threads queued behind it."""
+    ahead = ask(shared, reads, first)
+    wait_for(lambda: reads.sent == 1, "the first read")
+    later = [ask(shared, reads, f"later-{i}") for i in range(3)]
+    wait_for(queued(shared, 3), "three threads queued")
+    return ahead, later
+
+
 def test_a_thread_alone_reads_at_once():
     shared, reads = SharedReads(), Reads()
     reads.release(1)
@@ -125,10 +134,7 @@ def test_a_thread_that_asks_while_its_batch_read_is_on_its_way_waits_for_the_nex
 
 def test_a_failed_shared_read_leaves_each_thread_its_own():
     shared, reads = SharedReads(), Reads()
-    first = ask(shared, reads, "first")
-    wait_for(lambda: reads.sent == 1, "the first read")
-    later = [ask(shared, reads, f"later-{i}") for i in range(3)]
-    wait_for(queued(shared, 3), "three threads queued")
+    first, later = three_behind_one(shared, reads)
     reads.fail.add(2)
     for n in range(1, 6):
         reads.release(n)
@@ -144,10 +150,7 @@ def test_a_failed_shared_read_leaves_each_thread_its_own():
 def test_a_hung_read_costs_one_wait_to_those_behind_it_and_nothing_to_later_threads(monkeypatch):
     monkeypatch.setattr(answer_cache, "_WAIT_SECONDS", 0.2)
     shared, reads = SharedReads(), Reads()
-    hung = ask(shared, reads, "hung")
-    wait_for(lambda: reads.sent == 1, "the first read")
-    later = [ask(shared, reads, f"later-{i}") for i in range(3)]
-    wait_for(queued(shared, 3), "three threads queued")
+    hung, later = three_behind_one(shared, reads, "hung")
     reads.release(2)  # the batch's read, once its leader stops waiting for the hung one
     assert sorted(a.answer() for a in later) == ["s2"] * 3
     assert shared._owner is None and shared._next is None  # the batch took the queue over and let it go
@@ -164,10 +167,7 @@ def test_a_hung_read_costs_one_wait_to_those_behind_it_and_nothing_to_later_thre
 def test_threads_behind_a_batch_read_that_hangs_read_their_own(monkeypatch):
     monkeypatch.setattr(answer_cache, "_WAIT_SECONDS", 0.2)
     shared, reads = SharedReads(), Reads()
-    first = ask(shared, reads, "first")
-    wait_for(lambda: reads.sent == 1, "the first read")
-    later = [ask(shared, reads, f"later-{i}") for i in range(3)]
-    wait_for(queued(shared, 3), "three threads queued")
+    first, later = three_behind_one(shared, reads)
     reads.release(1)
     assert first.answer() == "s1"
     wait_for(lambda: reads.sent == 2, "the batch's read")  # it hangs: the two others give up on it
