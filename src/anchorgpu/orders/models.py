@@ -89,6 +89,11 @@ class Order(models.Model):
     provisioning_attempts = models.PositiveSmallIntegerField(_("failed provisioning attempts"), default=0)
     last_error = models.TextField(_("last provisioning error"), blank=True)
     end_warned_at = models.DateTimeField(_("end-of-term warning sent"), null=True, blank=True)
+    # Set by the chain watcher when money it credited is no longer on chain (a reorganisation deeper than the
+    # confirmations, or the deposit address holding less than was credited); cleared by an operator's decision.
+    chain_alert = models.TextField(_("chain alert"), blank=True,
+                                   help_text=_("What the chain watcher found wrong with a payment it had credited."))
+    chain_alert_at = models.DateTimeField(_("chain alert raised"), null=True, blank=True)
 
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
@@ -181,11 +186,14 @@ class OrderEmail(models.Model):
         ORDER_PLACED = "order_placed", _("payment details")
         STATE_CHANGED = "state_changed", _("order state changed")
         TERM_ENDING = "term_ending", _("term ending")
+        OPERATOR_ALERT = "operator_alert", _("alert to the operators")
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
     state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES, blank=True,
                              help_text=_("The state the order moved to (state changes only)."))
+    note = models.TextField(_("note"), blank=True,
+                            help_text=_("What an alert to the operators is about (operator alerts only)."))
     created_at = models.DateTimeField(_("queued"), auto_now_add=True)
     due_at = models.DateTimeField(_("next attempt"))
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)

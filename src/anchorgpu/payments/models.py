@@ -225,6 +225,13 @@ class Transfer(models.Model):
     withdrawn_at = models.DateTimeField(_("withdrawn"), null=True, blank=True,
                                         help_text=_("Set when its block was replaced before it had all its "
                                                     "confirmations: it no longer counts."))
+    rechecked_at = models.DateTimeField(_("last found on chain"), null=True, blank=True,
+                                        help_text=_("When the watcher last found this settled transfer where it "
+                                                    "was credited."))
+    shared_statement = models.TextField(
+        _("shared transaction statement"), blank=True,
+        help_text=_("When one transaction pays several orders: the operator's statement of which output pays "
+                    "which order, as the explorer shows it."))
     created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
 
     class Meta:
@@ -260,6 +267,13 @@ class Refund(models.Model):
     txid = models.CharField(_("transaction id"), max_length=80)
     reason = models.TextField(_("reason"))
     whole_order = models.BooleanField(_("refunds the whole order"), default=False)
+    customer_request = models.TextField(
+        _("customer's written request"), blank=True,
+        help_text=_("When the operator entered the address: where and when the customer asked for it to be used."))
+    verified_at = models.DateTimeField(_("verified on chain"), null=True, blank=True,
+                                       help_text=_("When the refund's transaction was found on chain paying the "
+                                                   "address the amount; the customer sees it as sent from then."))
+    verification = models.JSONField(_("chain check"), default=dict, blank=True)
     recorded_by = models.CharField(_("recorded by"), max_length=150)
     created_at = models.DateTimeField(_("recorded"), auto_now_add=True)
 
