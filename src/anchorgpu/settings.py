@@ -12,6 +12,8 @@ ANCHORGPU_HOLD_MINUTES                   how long a hold lasts when no quote set
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
+ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the chain);
+                                         unset: the active staff users' addresses
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
@@ -242,6 +244,8 @@ WHITENOISE_AUTOREFRESH = DEBUG
 ANCHORGPU_SITE_URL = os.environ.get("ANCHORGPU_SITE_URL", "http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = os.environ.get("ANCHORGPU_FROM_EMAIL", "AnchorGPU <orders@anchorgpu.example>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Alerts to the operators (orders.notify.operator_alert); empty: the active staff users' addresses.
+ANCHORGPU_OPERATOR_EMAILS = os.environ.get("ANCHORGPU_OPERATOR_EMAILS", "").strip()
 if os.environ.get("ANCHORGPU_EMAIL_HOST"):
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     EMAIL_HOST = os.environ["ANCHORGPU_EMAIL_HOST"]

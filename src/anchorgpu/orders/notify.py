@@ -1,4 +1,5 @@
-"""Emails to the customer, in the language the order was placed in.
+"""Emails to the customer, in the language the order was placed in, and alerts about an order to the
+operators, in English (``operator_alert``: to ``ANCHORGPU_OPERATOR_EMAILS``, else the active staff users).
 
 The services queue an email (an ``OrderEmail`` row) inside the transaction of the change it is about; the
 worker sends what is due (``emails_send_due``). An order request therefore neither waits for the mail server
@@ -34,10 +35,13 @@ RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=30)
 BATCH = 50
 
 
-def _queue(order_pk: int, kind: str, state: str = "") -> None:
+NO_OPERATOR_ADDRESS = "no operator address configured (set ANCHORGPU_OPERATOR_EMAILS, or give a staff user an email)"
+
+
+def _queue(order_pk: int, kind: str, state: str = "", note: str = "") -> OrderEmail:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("an order email is queued inside the transaction of the change it is about")
-    OrderEmail.objects.create(order_id=order_pk, kind=kind, state=state, due_at=timezone.now())
+    return OrderEmail.objects.create(order_id=order_pk, kind=kind, state=state, note=note, due_at=timezone.now())
 
 
 def state_changed(order_pk: int, state: OrderState) -> None:
@@ -53,7 +57,36 @@ def term_ending(order_pk: int) -> None:
     _queue(order_pk, OrderEmail.Kind.TERM_ENDING)
 
 
+def operator_alert(order_pk: int, note: str) -> OrderEmail:
+    """Tell the operators what ``note`` says about the order (a payment that vanished from the chain...)."""
+    return _queue(order_pk, OrderEmail.Kind.OPERATOR_ALERT, note=note)
+
+
+def operator_addresses() -> list[str]:
+    """Where operator alerts go: ``ANCHORGPU_OPERATOR_EMAILS``, else every active staff user with an address."""
+    listed = getattr(settings, "ANCHORGPU_OPERATOR_EMAILS", "") or ""
+    configured = [a.strip() for a in listed.split(",") if a.strip()]
+    if configured:
+        return configured
+    from django.contrib.auth import get_user_model
+
+    staff = get_user_model().objects.filter(is_staff=True, is_active=True).exclude(email="")
+    return sorted({email for email in staff.values_list("email", flat=True)})
+
+
+def _operator_message(email: OrderEmail) -> tuple[str, str]:
+    order = email.order
+    with translation.override("en"):  # the operators' language
+        link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:orders_order_change", args=[order.pk])
+        context = {"order": order, "link": link, "note": email.note}
+        subject = " ".join(render_to_string("orders/email/operator_alert_subject.txt", context).split())
+        body = render_to_string("orders/email/operator_alert.txt", context)
+    return subject, body
+
+
 def _message(email: OrderEmail) -> tuple[str, str]:
+    if email.kind == OrderEmail.Kind.OPERATOR_ALERT:
+        return _operator_message(email)
     order = email.order
     context: dict = {}
     if email.kind == OrderEmail.Kind.STATE_CHANGED:
@@ -69,9 +102,16 @@ def _message(email: OrderEmail) -> tuple[str, str]:
 
 def _send_one(email: OrderEmail, now: datetime) -> bool:
     email.attempts += 1
+    recipients = operator_addresses() if email.kind == OrderEmail.Kind.OPERATOR_ALERT else [email.order.email]
+    if not recipients:
+        # Trying again would not help until someone configures an address: kept, given up, and said.
+        email.last_error, email.failed_at = NO_OPERATOR_ADDRESS[:300], now
+        log.error("the operator alert about order %s has nowhere to go: %s", email.order.reference, email.last_error)
+        email.save(update_fields=["attempts", "last_error", "failed_at"])
+        return False
     try:
         subject, body = _message(email)
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [email.order.email])
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
     except Exception as exc:  # noqa: BLE001 - the mail server's or a template's: tried again, then given up
         email.last_error = f"{type(exc).__name__}: {exc}"[:300]
         if email.attempts > len(RETRY_AFTER):
