@@ -13,7 +13,7 @@ from anchorgpu.orders.services import Checkout, order_place
 from anchorgpu.orders.ssh_keys import parse_keys
 from anchorgpu.payments.demo import load_payments
 from anchorgpu.payments.models import Asset
-from anchorgpu.payments.services import TransferInput, transfer_record
+from anchorgpu.payments.transfers import TransferInput, transfer_record
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop"
 TXID_BTC = "a1" * 32
@@ -46,16 +46,24 @@ def place(user, *, product: str = "h100-sxm-80gb", quantity: int = 1, term_days:
     return order_place(user=user, request=request, now=now)
 
 
+def txid(chain: str, n: int = 0) -> str:
+    """The ``n``-th made-up transaction id of a chain family (0: TXID_BTC or TXID_EVM)."""
+    base = TXID_EVM if chain == "evm" else TXID_BTC
+    return base if n == 0 else base[:-4] + f"{n:04x}"
+
+
 def pay(order, *, amount: int | None = None, txid: str | None = None, index: int = 0, confirmations: int = 6,
-        seen_at: datetime | None = None, actor: str = "operator", now: datetime | None = None):
-    """Record a transfer of ``amount`` base units (default: the quoted amount)."""
+        seen_at: datetime | None = None, actor: str = "operator", now: datetime | None = None,
+        shared_statement: str = ""):
+    """Record a transfer of ``amount`` base units (default: the quoted amount), typed as an operator would."""
     quote = order.quote
     if txid is None:
         txid = TXID_EVM if quote.asset.chain == "evm" else TXID_BTC
     seen = seen_at or (quote.created_at + timedelta(minutes=5))
     return transfer_record(order=order, actor=actor, now=now,
                            transfer=TransferInput(txid=txid, index=index, amount=quote.amount if amount is None
-                                                  else amount, confirmations=confirmations, seen_at=seen))
+                                                  else amount, confirmations=confirmations, seen_at=seen,
+                                                  shared_statement=shared_statement))
 
 
 def order_for_all_h200(user, *, now: datetime):

@@ -15,7 +15,8 @@ from anchorgpu.billing.models import CreditNote
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.orders.models import Order
 from anchorgpu.payments.models import Refund
-from anchorgpu.payments.services import RefundInput, refund_address_set, refund_record
+from anchorgpu.payments.refunds import RefundInput, refund_record
+from anchorgpu.payments.services import refund_address_set
 from tests import shop
 
 from .conftest import paid_order

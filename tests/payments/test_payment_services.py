@@ -9,19 +9,19 @@ import pytest
 
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.models import AuditEntry
+from anchorgpu.billing.models import Invoice
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
 from anchorgpu.payments.models import Refund, Transfer
+from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import (
-    RefundInput,
     payment_claim,
     payment_mark_invalid,
     payment_mark_paid,
     payment_recheck_capacity,
     refund_address_set,
-    refund_record,
-    transfer_confirmations_update,
 )
+from anchorgpu.payments.transfers import transfer_confirmations_update
 from tests import shop
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +70,7 @@ def test_underpaid_then_topped_up(user):
     shop.pay(order, amount=amount // 2, index=0)
     order = fresh(order)
     assert order.state == "underpaid" and order.booking.kind == Booking.Kind.HOLD
-    shop.pay(order, amount=amount - amount // 2, index=1)
+    shop.pay(order, amount=amount - amount // 2, txid=shop.txid("btc", 1))
     order = fresh(order)
     assert order.state == "paid" and order.booking.kind == Booking.Kind.CONFIRMED
     assert order.invoice.crypto_amount == amount
@@ -152,13 +152,34 @@ def test_a_transfer_recorded_twice(user):
     order = shop.place(user)
     second = shop.place(user)
     shop.pay(order, amount=1_000)
-    with pytest.raises(NotAllowedNow, match="already recorded for this order"):
+    with pytest.raises(NotAllowedNow, match=f"already credited to {order.reference}"):
         shop.pay(order, amount=1_000)
-    with pytest.raises(NotAllowedNow, match=f"already recorded for order {order.reference}"):
+    with pytest.raises(NotAllowedNow, match=f"already credited to {order.reference}") as refused:
         shop.pay(second, amount=1_000)  # same (chain, txid, index) for another order
+    assert "index" not in str(refused.value)  # nothing invites typing the same transaction with another index
     assert Transfer.objects.count() == 1
-    shop.pay(order, amount=1_000, index=1)  # another output of the same transaction is a different transfer
-    assert Transfer.objects.count() == 2
+
+
+@pytest.mark.parametrize("index", [0, 1, 3, 7])
+def test_one_transaction_credits_one_order_at_any_index(user, index):
+    """The same transaction typed for a second order is refused at every index, and for the first order too
+    (one transaction, one credit) -- unless the operator states which output pays which order."""
+    order, second = shop.place(user), shop.place(user)
+    shop.pay(order)
+    for target in (second, order):
+        if target is order and index == 0:
+            continue  # the very same transfer again: refused above at index 0 as well
+        with pytest.raises(NotAllowedNow, match="already credited"):
+            shop.pay(target, index=index)
+    assert list(Transfer.objects.values_list("order", flat=True)) == [order.pk]
+    assert fresh(second).state == "awaiting_payment" and not Invoice.objects.filter(order=second).exists()
+    if index == 0:
+        return
+    statement = f"Output {index} pays {second.quote.address} (order {second.reference}); output 0 pays the first."
+    row = shop.pay(second, index=index, shared_statement=statement)
+    assert row.shared_statement == statement and fresh(second).state == "paid"
+    entry = AuditEntry.objects.get(object_id=str(second.pk), action="transfer_record")
+    assert entry.data["shared_statement"] == statement and entry.actor == "operator"
 
 
 def test_transfer_input_is_checked(user):
@@ -258,7 +279,7 @@ def test_excess_refunds_are_capped_and_partial_ones_keep_the_flag(user):
         amount=400, rate_choice="quote", txid="cd" * 32, reason="first part", whole_order=False))
     order = fresh(order)
     assert order.refund_due and order.excess["units"] == "600"
-    shop.pay(order, amount=50, index=1)  # a late extra transfer adds to what is owed
+    shop.pay(order, amount=50, txid=shop.txid("btc", 1))  # a late extra transfer adds to what is owed
     assert fresh(order).excess["units"] == "650"
 
 
@@ -331,7 +352,7 @@ def test_money_confirmed_after_a_whole_refund_is_owed_back(user):
     order = shop.place(user)
     quarter = order.quote.amount // 4
     shop.pay(order, amount=quarter, index=0)
-    late_one = shop.pay(order, amount=quarter, index=1, confirmations=0)
+    late_one = shop.pay(order, amount=quarter, txid=shop.txid("btc", 1), confirmations=0)
     assert fresh(order).state == "underpaid"
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     refund_record(order=order, actor="operator", refund=RefundInput(

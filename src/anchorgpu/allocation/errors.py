@@ -25,3 +25,9 @@ class InvalidBookingState(AllocationError):
 
 class InvalidRequest(AllocationError):
     code = "invalid_request"
+
+
+class BookingOfLiveOrder(AllocationError):
+    """The booking holds the cards of an order that still counts on them: only an order service may end it."""
+
+    code = "booking_of_live_order"

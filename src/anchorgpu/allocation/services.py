@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -32,9 +33,10 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import RuleError, check_quantity, check_term
 from anchorgpu.fleet.models import Host
 from anchorgpu.i18n import message
+from anchorgpu.orders.states import KEEPS_ITS_BOOKING
 
 from . import placement, rules, selectors
-from .errors import HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable, NoStartFree
+from .errors import BookingOfLiveOrder, HoldExpired, InvalidBookingState, InvalidRequest, NoLongerAvailable, NoStartFree
 from .models import Booking, BookingDevice
 from .periods import Period, PeriodError
 
@@ -228,12 +230,30 @@ def hold_extend(*, booking: Booking, until: datetime, actor: str, reason: str,
     return True
 
 
-def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, action: str) -> Booking:
+def _order_counting_on(booking: Booking):
+    """The order whose cards ``booking`` holds while that order still counts on them, else None. The order
+    model lives above this layer; its reverse accessor is read without importing it."""
+    try:
+        order = booking.order
+    except ObjectDoesNotExist:
+        return None
+    return order if order.state in {state.value for state in KEEPS_ITS_BOOKING} else None
+
+
+def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, action: str,
+             for_order: bool = False) -> Booking:
     with transaction.atomic():
         locked = _lock(booking)
         if locked.kind not in kinds or locked.state != Booking.State.LIVE:
             raise InvalidBookingState(f"Booking #{locked.pk} is a {locked.kind} booking in state “{locked.state}”; "
                                       f"it cannot be released here.")
+        order = None if for_order else _order_counting_on(locked)
+        if order is not None:
+            raise BookingOfLiveOrder(
+                f"Booking #{locked.pk} holds the cards of order {order.reference}, which is {order.state}. "
+                "Releasing the booking alone would give those cards to another customer while the order keeps "
+                "them: cancel, end or refund the order instead (its admin page has the tools), and the booking is "
+                "released with it.")
         locked.state = Booking.State.RELEASED
         locked.reason = reason
         locked.save(update_fields=["state", "reason"])
@@ -242,15 +262,21 @@ def _release(booking: Booking, *, kinds: set[str], actor: str, reason: str, acti
     return locked
 
 
-def hold_release(*, booking: Booking, actor: str = SYSTEM, reason: str = "") -> Booking:
-    return _release(booking, kinds={Booking.Kind.HOLD}, actor=actor, reason=reason, action="hold_release")
+def hold_release(*, booking: Booking, actor: str = SYSTEM, reason: str = "", for_order: bool = False) -> Booking:
+    return _release(booking, kinds={Booking.Kind.HOLD}, actor=actor, reason=reason, action="hold_release",
+                    for_order=for_order)
 
 
-def booking_release(*, booking: Booking, actor: str, reason: str) -> Booking:
-    """Release any live booking (a cancelled or refunded term, an ended maintenance window)."""
+def booking_release(*, booking: Booking, actor: str, reason: str, for_order: bool = False) -> Booking:
+    """Release any live booking (a cancelled or refunded term, an ended maintenance window).
+
+    A booking whose order still counts on it (awaiting payment, paid, active…) is refused unless the caller is
+    the order service that ends that order in the same transaction (``for_order=True``): the order and its
+    cards are let go together, or not at all (DESIGN §4)."""
     if not reason.strip():
         raise InvalidRequest("Say why the booking is released.")
-    return _release(booking, kinds=set(Booking.Kind.values), actor=actor, reason=reason, action="booking_release")
+    return _release(booking, kinds=set(Booking.Kind.values), actor=actor, reason=reason, action="booking_release",
+                    for_order=for_order)
 
 
 def hold_expire_due(*, now: datetime | None = None) -> int:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation.errors import InvalidBookingState
@@ -23,11 +24,12 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import SYSTEM, audit_record
 
 from . import notify
+from .errors import InvalidOrder, NotAllowedNow
 from .models import Order, ProvisioningStep
 from .provisioner import Provisioner, get_provisioner
 from .provisioning import WIPE
 from .states import OrderState
-from .transitions import order_transition
+from .transitions import order_lock, order_transition
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def _release(order: Order, *, reason: str) -> bool:
     if booking is None or booking.state != Booking.State.LIVE:
         return False
     try:
-        allocation.booking_release(booking=booking, actor=SYSTEM, reason=reason)
+        allocation.booking_release(booking=booking, actor=SYSTEM, reason=reason, for_order=True)
     except InvalidBookingState:  # the hold sweep marked it expired a moment ago: it no longer counts either way
         return False
     return True
@@ -114,10 +116,30 @@ def terms_warn_due(now: datetime | None = None) -> int:
     return changed
 
 
-def _end(order: Order, provisioner: Provisioner, now: datetime) -> None:
-    _release(order, reason="term ended")
+def _end(order: Order, provisioner: Provisioner, now: datetime, *, actor: str = SYSTEM,
+         reason: str = "the term ended") -> None:
+    # The order leaves its active state before its booking goes: the database refuses an active order without one.
+    order_transition(order=order, to=S.COMPLETED, actor=actor, reason=reason)
     wipe_recorded(order, provisioner=provisioner, now=now, always=True)
-    order_transition(order=order, to=S.COMPLETED, actor=SYSTEM, reason="the term ended")
+    _release(order, reason=reason)
+
+
+def order_end_now(*, order: Order, actor: str, reason: str, provisioner: Provisioner | None = None,
+                  now: datetime | None = None) -> Order:
+    """An operator ends an active term before its time (a customer's request, abuse, a host that must go): the
+    order is completed, its machine wiped and its cards released, in one transaction. Money is a separate,
+    recorded decision (a refund of part of the price)."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = order_lock(order)
+        if locked.order_state is not S.ACTIVE:
+            raise NotAllowedNow(_("Only an active term can be ended now; this order is %(state)s.")
+                                % {"state": locked.state_label})
+        _end(locked, provisioner or get_provisioner(), now, actor=actor, reason=f"ended early by an operator: {reason}")
+    return locked
 
 
 def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None = None) -> int:
@@ -148,10 +170,11 @@ def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None =
 
 
 def _strand_due(now: datetime) -> int:
-    """Orders whose term ended before access was delivered: their cards are
-    released and they go to the operator's queue: a PROVISIONING order
-    becomes FAILED, a PAID one is flagged for a refund (or a new term, the
-    operator's call). Nothing is refunded automatically."""
+    """Orders whose term ended before access was delivered go to the
+    operator's queue: a PROVISIONING order becomes FAILED and its cards are
+    released; a PAID one is flagged for a refund (or a new term, the
+    operator's call) and keeps its booking, whose period has passed, until
+    then. Nothing is refunded automatically."""
     changed = 0
     due = Order.objects.filter(state__in=(S.PAID.value, S.PROVISIONING.value), ends_at__lte=now)
     for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
@@ -159,12 +182,14 @@ def _strand_due(now: datetime) -> int:
             order = _claim(pk)
             if order is None or order.state not in (S.PAID.value, S.PROVISIONING.value) or order.ends_at > now:
                 continue
-            _release(order, reason="term ended before access was delivered")
             wipe_recorded(order, now=now)  # whatever the steps put on the machine goes
             if order.state == S.PROVISIONING.value:
                 order_transition(order=order, to=S.FAILED, actor=SYSTEM,
                                  reason="the term ended before access was delivered")
+                _release(order, reason="term ended before access was delivered")
             elif not order.refund_due:
+                # A paid order keeps its booking until it is refunded (the database insists): the booking's
+                # period has passed, so it holds back no card from anyone.
                 order.refund_due = True
                 order.save(update_fields=["refund_due", "updated_at"])
                 audit_record(actor=SYSTEM, action="term_missed", obj=order,

@@ -164,6 +164,6 @@ def order_cancel(*, order: Order, actor: str, reason: str = "") -> Order:
                                   "instead."))
         booking = locked.booking
         if booking is not None and booking.state == Booking.State.LIVE:
-            allocation.booking_release(booking=booking, actor=actor, reason=reason or "order cancelled")
+            allocation.booking_release(booking=booking, actor=actor, reason=reason or "order cancelled", for_order=True)
         order_transition(order=locked, to=OrderState.CANCELLED, actor=actor, reason=reason or "cancelled")
     return locked

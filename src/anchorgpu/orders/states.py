@@ -33,13 +33,15 @@ TRANSITIONS: dict[OrderState, frozenset[OrderState]] = {
     # A claim the operator finds no transfer for goes back to waiting while the quote runs.
     S.PAYMENT_CLAIMED: frozenset({S.AWAITING_PAYMENT, S.PAID, S.UNDERPAID, S.PAID_LATE, S.EXPIRED}),
     # A top-up may complete an underpaid order, on time or late; else it is refunded.
-    S.UNDERPAID: frozenset({S.PAID, S.PAID_LATE, S.REFUNDED, S.EXPIRED}),
+    # Back to waiting when its only transfer is reassigned to the order it was meant for.
+    S.UNDERPAID: frozenset({S.PAID, S.PAID_LATE, S.REFUNDED, S.EXPIRED, S.AWAITING_PAYMENT}),
     # A transfer seen after expiry makes the order late; capacity is re-checked before it is paid.
     S.EXPIRED: frozenset({S.PAID_LATE, S.UNDERPAID}),
-    S.PAID_LATE: frozenset({S.PAID, S.REFUNDED}),
+    S.PAID_LATE: frozenset({S.PAID, S.REFUNDED, S.EXPIRED}),
+    # Any settled order can be refunded whole by an operator: its access is wiped and its cards released with it.
     S.PAID: frozenset({S.PROVISIONING, S.REFUNDED}),
-    S.PROVISIONING: frozenset({S.ACTIVE, S.FAILED}),
-    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED}),
+    S.PROVISIONING: frozenset({S.ACTIVE, S.FAILED, S.REFUNDED}),
+    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED}),
     S.FAILED: frozenset({S.PROVISIONING, S.REFUNDED}),
     S.COMPLETED: frozenset(),
     S.CANCELLED: frozenset(),
@@ -49,6 +51,12 @@ TRANSITIONS: dict[OrderState, frozenset[OrderState]] = {
 FINAL = frozenset(state for state, targets in TRANSITIONS.items() if not targets)
 # States whose order still holds (or may still get) cards for its term.
 HOLDS_CAPACITY = frozenset({S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID, S.PROVISIONING, S.ACTIVE})
+# States in which the order must have a live, confirmed booking of its own: checked by the database itself
+# (orders migration 0008) and scanned by ``anchorgpu.orders.invariants``.
+NEEDS_CONFIRMED_BOOKING = frozenset({S.PAID, S.PROVISIONING, S.ACTIVE})
+# States whose order counts on its booking: only an order service may release that booking, with the order's
+# own change (a failed order may still be retried on its cards).
+KEEPS_ITS_BOOKING = HOLDS_CAPACITY | {S.FAILED}
 # States the operator's payment queue shows, oldest first.
 NEEDS_OPERATOR = frozenset({S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE})
 

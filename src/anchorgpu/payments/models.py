@@ -225,6 +225,9 @@ class Transfer(models.Model):
     withdrawn_at = models.DateTimeField(_("withdrawn"), null=True, blank=True,
                                         help_text=_("Set when its block was replaced before it had all its "
                                                     "confirmations: it no longer counts."))
+    paid_to = models.CharField(_("paid to"), max_length=100, blank=True,
+                               help_text=_("The deposit address it was sent to, when that is not its order's own "
+                                           "(a transfer reassigned to the order it was meant for)."))
     rechecked_at = models.DateTimeField(_("last found on chain"), null=True, blank=True,
                                         help_text=_("When the watcher last found this settled transfer where it "
                                                     "was credited."))
@@ -245,6 +248,11 @@ class Transfer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chain}:{self.txid}:{self.index}"
+
+    @property
+    def address(self) -> str:
+        """The deposit address the money went to (where it sits on chain)."""
+        return self.paid_to or self.order.quote.address
 
 
 class Refund(models.Model):

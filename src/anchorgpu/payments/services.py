@@ -1,6 +1,7 @@
-"""Payment use cases: the customer's "I've paid", transfers an operator
-records (a chain watcher will call the same ``transfer_record``), the
-evaluation that moves the order, the operator's manual decisions, refunds.
+"""Payment use cases: the customer's "I've paid", the evaluation that moves
+the order (every transfer, found by the watcher or recorded by an operator in
+``payments.transfers``, ends in ``payment_apply``), and the operator's manual
+decisions. Refunds are in ``payments.refunds``.
 
 Every function runs in one transaction with the order's row locked, so two
 operators (or an operator and the watcher) cannot act on one order at once.
@@ -8,11 +9,9 @@ operators (or an operator and the watcher) cannot act on one order at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -20,23 +19,19 @@ from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation.errors import HoldExpired, InvalidRequest, NoLongerAvailable
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
-from anchorgpu.billing.services import credit_note_issue, invoice_issue
+from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
-from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
 from anchorgpu.orders.transitions import order_lock, order_transition
 
 from . import evaluation
 from .address_check import AddressCheckError, check_address
-from .amounts import fiat_value
-from .models import Asset, PaymentSettings, Refund, Transfer
+from .models import PaymentSettings
 from .txids import TxIdError, normalise_txid
 
 S = OrderState
-# Bitcoin block times may run up to two hours ahead of the clock.
-SEEN_AT_SLACK = timedelta(hours=2)
 
 
 # --- the customer ---------------------------------------------------------
@@ -156,14 +151,14 @@ def _secure_capacity(order: Order, *, actor: str, now: datetime) -> bool:
     return True
 
 
-def _received(order: Order) -> int:
+def received_total(order: Order) -> int:
     ev = payment_status(order)
     return ev.confirmed_total
 
 
 # States in which the order keeps (up to) the quoted amount; in the waiting
 # states money received is a partial payment, not yet owed back.
-_KEEPS_PAYMENT = (S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED)
+KEEPS_PAYMENT = (S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED)
 _WAITING = (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
 
 
@@ -175,13 +170,13 @@ def owed_back(order: Order) -> int:
     if order.order_state in _WAITING:
         return 0
     refunds = list(order.refunds.all())
-    received = _received(order)
-    kept = min(received, order.quote.amount) if order.order_state in _KEEPS_PAYMENT else 0
+    received = received_total(order)
+    kept = min(received, order.quote.amount) if order.order_state in KEEPS_PAYMENT else 0
     # A refund's network fee was paid out of the customer's money: it counts as returned.
     return max(0, received - kept - sum(r.amount + r.network_fee for r in refunds))
 
 
-def _note_excess(order: Order, actor: str) -> None:
+def note_excess(order: Order, actor: str) -> None:
     """Keep the order's "owed back" figure and its refund flag up to date."""
     owed = owed_back(order)
     before = int(order.excess.get("units", 0)) if order.excess else 0
@@ -207,12 +202,12 @@ def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bo
         order.paid_at = now
         order_transition(order=order, to=S.PAID, actor=actor, reason=reason, update_fields=("paid_at",))
         # The invoice is settled by the quoted amount at most; any excess is owed back, not invoiced.
-        invoice_issue(order=order, crypto_amount=min(_received(order), order.quote.amount), actor=actor, now=now)
-        _note_excess(order, actor)
+        invoice_issue(order=order, crypto_amount=min(received_total(order), order.quote.amount), actor=actor, now=now)
+        note_excess(order, actor)
         return
     if order.order_state is not S.PAID_LATE:
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason="paid, but the cards are no longer free")
-    _note_excess(order, actor)
+    note_excess(order, actor)
     audit_record(actor=actor, action="capacity_gone", obj=order,
                  reason="the cards for this term were taken after the hold expired; the payment is to be refunded")
 
@@ -233,7 +228,7 @@ def payment_apply(order: Order, *, actor: str, now: datetime) -> evaluation.Eval
                          reason="confirmed transfers are short of the quote",
                          data={"received": str(ev.confirmed_total), "shortfall": str(ev.shortfall)})
     elif not waiting:
-        _note_excess(order, actor)  # money arriving after the order was settled (or cancelled) is owed back
+        note_excess(order, actor)  # money arriving after the order was settled (or cancelled) is owed back
     if ev.status is evaluation.PaymentStatus.PENDING and order.order_state in (S.AWAITING_PAYMENT,
                                                                               S.PAYMENT_CLAIMED):
         quote = order.quote
@@ -249,85 +244,9 @@ def payment_apply(order: Order, *, actor: str, now: datetime) -> evaluation.Eval
     return ev
 
 
-@dataclass(frozen=True)
-class TransferInput:
-    txid: str
-    index: int
-    amount: int
-    confirmations: int
-    seen_at: datetime
-    sender: str = ""
-    note: str = ""
-
-
-def transfer_record(*, order: Order, transfer: TransferInput, actor: str, source: str = Transfer.Source.OPERATOR,
-                    now: datetime | None = None) -> Transfer:
-    """Record one transfer to the order's deposit address and re-evaluate the
-    order. The same (network, txid, index) can be recorded once, for one order."""
-    now = now or timezone.now()
-    if transfer.amount <= 0:
-        raise InvalidOrder(_("The amount must be a positive whole number of base units."), code="bad_amount")
-    if transfer.seen_at > now + SEEN_AT_SLACK:
-        raise InvalidOrder(_("A transfer cannot have been seen in the future."), code="bad_time")
-    with transaction.atomic():
-        locked = order_lock(order)
-        quote = locked.quote
-        asset: Asset = quote.asset
-        try:
-            txid = normalise_txid(transfer.txid, chain=asset.chain)
-        except TxIdError as exc:
-            raise InvalidOrder(message(exc), code="bad_txid") from None
-        watched = (Transfer.objects.filter(order=locked, chain=asset.network, txid=txid, source=Transfer.Source.WATCHER)
-                   .exclude(index=transfer.index).first())
-        if watched is not None:
-            raise NotAllowedNow(_("The chain watcher already recorded this transaction for this order (index "
-                                  "%(index)d, %(amount)s base units); it follows its confirmations itself.")
-                                % {"index": watched.index, "amount": watched.amount}, code="duplicate_transfer")
-        duplicate = Transfer.objects.filter(chain=asset.network, txid=txid, index=transfer.index).first()
-        if duplicate is not None:
-            where = _("this order") if duplicate.order_id == locked.pk else _("order %(ref)s") % {
-                "ref": duplicate.order.reference}
-            raise NotAllowedNow(_("This transfer (%(txid)s, index %(index)d) is already recorded for %(where)s; "
-                                  "one transfer credits one order once.")
-                                % {"txid": txid[:18] + "…", "index": transfer.index, "where": where},
-                                code="duplicate_transfer")
-        try:
-            with transaction.atomic():
-                row = Transfer.objects.create(
-                    order=locked, asset=asset, chain=asset.network, txid=txid, index=transfer.index,
-                    amount=transfer.amount, confirmations=transfer.confirmations, seen_at=transfer.seen_at,
-                    sender=transfer.sender.strip(), source=source, recorded_by=actor, note=transfer.note)
-        except IntegrityError:  # recorded by someone else a moment ago
-            raise NotAllowedNow(_("This transfer is already recorded; one transfer credits one order once."),
-                                code="duplicate_transfer") from None
-        audit_record(actor=actor, action="transfer_record", obj=locked,
-                     data={"txid": txid, "index": transfer.index, "amount": str(transfer.amount),
-                           "confirmations": transfer.confirmations, "seen_at": transfer.seen_at.isoformat(),
-                           "source": source})
-        payment_apply(locked, actor=actor, now=now)
-    return row
-
-
-def transfer_confirmations_update(*, transfer: Transfer, confirmations: int, actor: str,
-                                  now: datetime | None = None) -> Transfer:
-    now = now or timezone.now()
-    with transaction.atomic():
-        locked = order_lock(transfer.order_id)
-        row = Transfer.objects.select_for_update().get(pk=transfer.pk)
-        if confirmations < row.confirmations:
-            raise InvalidOrder(_("Confirmations only grow; a transfer that lost them was reorganised away and "
-                                 "needs an operator's decision."), code="confirmations_fell")
-        row.confirmations = confirmations
-        row.save(update_fields=["confirmations"])
-        audit_record(actor=actor, action="transfer_confirmations", obj=locked,
-                     data={"transfer": str(row), "confirmations": confirmations})
-        payment_apply(locked, actor=actor, now=now)
-    return row
-
-
 # --- the operator's decisions ------------------------------------------------
 
-def _need_reason(reason: str) -> str:
+def need_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
         raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
@@ -336,7 +255,7 @@ def _need_reason(reason: str) -> str:
 
 def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
     """The operator accepts the payment as it stands (e.g. a fee taken by an exchange)."""
-    reason = _need_reason(reason)
+    reason = need_reason(reason)
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
@@ -344,7 +263,7 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
         if state not in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE, S.EXPIRED):
             raise NotAllowedNow(_("This order is %(state)s; there is no payment to accept.")
                                 % {"state": locked.state_label})
-        if _received(locked) <= 0:
+        if received_total(locked) <= 0:
             raise NotAllowedNow(_("No confirmed transfer is recorded for this order; record the transfer first."),
                                 code="nothing_received")
         if locked.refunds.exists():
@@ -359,7 +278,7 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
 def payment_mark_invalid(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
     """The customer's "I've paid" does not hold up (no such transfer, wrong
     network…): back to awaiting payment while the quote runs, else expired."""
-    reason = _need_reason(reason)
+    reason = need_reason(reason)
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
@@ -372,14 +291,14 @@ def payment_mark_invalid(*, order: Order, actor: str, reason: str, now: datetime
         order_transition(order=locked, to=target, actor=actor, reason=f"claim marked invalid: {reason}", data=data,
                          update_fields=("claimed_txid",))
         if target is S.EXPIRED:
-            _release_booking(locked, actor=actor, reason="quote expired")
+            release_booking(locked, actor=actor, reason="quote expired")
     return locked
 
 
-def _release_booking(order: Order, *, actor: str, reason: str) -> None:
+def release_booking(order: Order, *, actor: str, reason: str) -> None:
     booking = order.booking
     if booking is not None and booking.state == Booking.State.LIVE:
-        allocation.booking_release(booking=booking, actor=actor, reason=reason)
+        allocation.booking_release(booking=booking, actor=actor, reason=reason, for_order=True)
 
 
 def payment_recheck_capacity(*, order: Order, actor: str, now: datetime | None = None) -> Order:
@@ -394,101 +313,3 @@ def payment_recheck_capacity(*, order: Order, actor: str, now: datetime | None =
                                 code="refunded")
         _mark_paid(locked, actor=actor, now=now, reason="capacity re-checked", late=True)
     return locked
-
-
-# --- refunds -------------------------------------------------------------------
-
-# States a whole order can be refunded from (the transition table agrees).
-REFUNDABLE = (S.UNDERPAID, S.PAID_LATE, S.PAID, S.FAILED)
-
-
-@dataclass(frozen=True)
-class RefundInput:
-    address: str  # where the operator sent it: must be the customer's refund address
-    amount: int  # base units sent back
-    rate_choice: str  # Refund.RateChoice
-    txid: str
-    reason: str
-    whole_order: bool  # True: the order is refunded (state REFUNDED); False: only an excess is returned
-    rate: Decimal | None = None  # the day's rate when rate_choice is "current"
-    network_fee: int = 0  # base units the network took out of the customer's money
-
-
-def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetime | None = None) -> Refund:
-    """Record a refund the operator has sent to the customer's refund address."""
-    reason = _need_reason(refund.reason)
-    now = now or timezone.now()
-    if refund.amount <= 0 or refund.network_fee < 0:
-        raise InvalidOrder(_("The amount must be a positive whole number of base units."), code="bad_amount")
-    with transaction.atomic():
-        locked = order_lock(order)
-        quote = locked.quote
-        state = locked.order_state
-        if not locked.refund_address:
-            raise NotAllowedNow(_("The customer has not given a refund address yet; ask them to add it on the "
-                                  "order page."), code="no_refund_address")
-        try:
-            sent_to = check_address(refund.address, quote.scheme)
-        except AddressCheckError as exc:
-            raise InvalidOrder(message(exc), code="bad_address") from None
-        if sent_to.lower() != locked.refund_address.lower():
-            raise InvalidOrder(_("That is not the refund address the customer gave (%(address)s); a refund goes "
-                                 "only there.") % {"address": locked.refund_address}, code="bad_address")
-        senders = {a.lower() for a in locked.transfers.exclude(sender="").values_list("sender", flat=True)}
-        if sent_to.lower() in senders:
-            raise InvalidOrder(_("The refund address is also the sender of a transfer to this order; refunds never "
-                                 "go back to the sender. Ask the customer for another address."), code="bad_address")
-        if state is S.PAID_LATE and not refund.whole_order:
-            raise InvalidOrder(_("A late payment is refunded as a whole order."), code="whole_only")
-        received = _received(locked)
-        refunded = sum(r.amount + r.network_fee for r in locked.refunds.all())
-        if not refund.whole_order and refund.amount + refund.network_fee > owed_back(locked):
-            raise InvalidOrder(_("Only %(owed)d base units are owed back beyond what the order keeps; refund the "
-                                 "whole order instead, or less.") % {"owed": owed_back(locked)}, code="too_much")
-        if refunded + refund.amount + refund.network_fee > received:
-            raise InvalidOrder(_("That is more than was received for this order (received %(received)d, already "
-                                 "refunded %(refunded)d base units).") % {"received": received, "refunded": refunded},
-                               code="too_much")
-        if refund.whole_order and state not in REFUNDABLE:
-            raise NotAllowedNow(_("This order is %(state)s: it cannot be refunded as a whole. Money received "
-                                  "beyond what is owed can be returned as an excess refund.")
-                                % {"state": locked.state_label}, code="not_refundable")
-        try:
-            txid = normalise_txid(refund.txid, chain=quote.asset.chain)
-        except TxIdError as exc:
-            raise InvalidOrder(message(exc), code="bad_txid") from None
-        if refund.rate_choice == Refund.RateChoice.CURRENT:
-            if refund.rate is None or refund.rate <= 0:
-                raise InvalidOrder(_("Give the day's rate used for the refund."), code="rate_required")
-            rate = refund.rate
-        else:
-            rate = quote.rate
-        fiat = fiat_value(refund.amount, rate=rate, decimals=quote.asset.decimals).quantize(Decimal("0.01"),
-                                                                                             rounding=ROUND_HALF_UP)
-        try:
-            with transaction.atomic():
-                row = Refund.objects.create(order=locked, asset=quote.asset, address=locked.refund_address,
-                                            amount=refund.amount, fiat_amount=fiat, currency=quote.currency,
-                                            rate=rate, rate_choice=refund.rate_choice, txid=txid, reason=reason,
-                                            recorded_by=actor, whole_order=refund.whole_order,
-                                            network_fee=refund.network_fee)
-        except IntegrityError:
-            raise NotAllowedNow(_("A refund with this transaction id is already recorded."),
-                                code="duplicate_refund") from None
-        audit_record(actor=actor, action="refund_record", obj=locked, reason=reason,
-                     data={"amount": str(refund.amount), "fiat": str(fiat), "rate": str(rate),
-                           "rate_choice": refund.rate_choice, "txid": txid, "address": locked.refund_address,
-                           "network_fee": str(refund.network_fee)})
-        if refund.whole_order:
-            invoice = getattr(locked, "invoice", None)
-            if invoice is not None:
-                # The whole invoice is cancelled, whatever the coins are worth today.
-                open_amount = invoice.total - sum((n.amount for n in invoice.credit_notes.all()), Decimal(0))
-                if open_amount > 0:
-                    credit_note_issue(invoice=invoice, amount=open_amount, reason=reason, actor=actor, refund=row,
-                                      now=now)
-            _release_booking(locked, actor=actor, reason=f"refunded: {reason}")
-            wipe_recorded(locked, now=now)  # if access had been (partly) prepared
-            order_transition(order=locked, to=S.REFUNDED, actor=actor, reason=reason)
-        _note_excess(locked, actor)
-    return row

@@ -1,0 +1,66 @@
+"""A scan of the whole database for the promises the shop exists to keep (DESIGN §4–6):
+
+* one card, one customer: no order is paid, preparing access or active without a live, confirmed booking of
+  its own, and no device has two live bookings whose periods overlap;
+* one transfer, one credit: no transaction is credited to two orders unless the chain proved which output pays
+  which order (the watcher read it) or an operator stated it.
+
+The database refuses most of this by itself (orders migration 0008, allocation migration 0002); the scan is
+the check that nothing got past, run by the test suite after its race and fault tests and by operators with
+``anchorgpu invariants``. Each finding is a sentence an operator can act on.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q
+
+from anchorgpu.allocation.models import Booking, BookingDevice
+from anchorgpu.payments.models import Transfer
+
+from .models import Order
+from .states import NEEDS_CONFIRMED_BOOKING
+
+
+def orders_without_their_booking() -> list[str]:
+    live = Q(booking__state=Booking.State.LIVE, booking__kind=Booking.Kind.CONFIRMED)
+    rows = (Order.objects.filter(state__in=[s.value for s in NEEDS_CONFIRMED_BOOKING]).exclude(live)
+            .values_list("reference", "state", "booking_id"))
+    return [f"order {ref} is {state} without a live confirmed booking (booking {booking or 'none'})"
+            for ref, state, booking in rows]
+
+
+def overlapping_live_slots() -> list[str]:
+    found = []
+    slots = (BookingDevice.objects.filter(live=True).order_by("device_id", "starts_at", "id")
+             .values_list("device_id", "booking_id", "starts_at", "ends_at"))
+    last: dict[int, tuple[int, object]] = {}
+    for device, booking, start, end in slots.iterator():
+        before = last.get(device)
+        if before is not None and start < before[1]:
+            found.append(f"device {device}: live bookings {before[0]} and {booking} overlap")
+        if before is None or end > before[1]:
+            last[device] = (booking, end)
+    return found
+
+
+def transactions_credited_twice() -> list[str]:
+    """A transaction may credit several orders only when every order but one got it by proof (read from the
+    chain, each output to its own address) or by an operator's statement."""
+    shared = (Transfer.objects.values("chain", "txid").order_by().annotate(orders=Count("order", distinct=True))
+              .filter(orders__gt=1).values_list("chain", "txid"))
+    found = []
+    for chain, txid in shared:
+        explained: dict[str, bool] = {}
+        for ref, source, statement in (Transfer.objects.filter(chain=chain, txid=txid)
+                                       .values_list("order__reference", "source", "shared_statement")):
+            ok = source == Transfer.Source.WATCHER or bool(statement)
+            explained[ref] = explained.get(ref, True) and ok
+        unexplained = [ref for ref, ok in explained.items() if not ok]
+        if len(unexplained) > 1:
+            found.append(f"transaction {chain}:{txid} credits {', '.join(sorted(explained))} with no statement "
+                         "of which output pays which order")
+    return found
+
+
+def invariant_violations() -> list[str]:
+    return [*orders_without_their_booking(), *overlapping_live_slots(), *transactions_credited_twice()]
