@@ -36,3 +36,18 @@ class RateEvent(models.Model):
         indexes = [models.Index(fields=["scope", "key", "at"], name="rate_event_window")]
         verbose_name = _("rate-limited attempt")
         verbose_name_plural = _("rate-limited attempts")
+
+
+class RateKey(models.Model):
+    """The row a rate-limited key's deciders take turns on (``ops.ratelimit``): a request locks it, counts
+    the attempts in the window, decides and records its own before the next one may look. Purged with the
+    attempts once unused for longer than the longest window."""
+
+    scope = models.CharField(_("scope"), max_length=40)
+    key = models.CharField(_("key"), max_length=64)
+    used_at = models.DateTimeField(_("last used"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="rate_key_once")]
+        verbose_name = _("rate-limited key")
+        verbose_name_plural = _("rate-limited keys")

@@ -1,24 +1,44 @@
-"""Rate limits on the actions that attackers repeat: log-in, the two-factor
-code, sign-up, password reset, "I've paid" and placing orders. Counted per address and per account (or
-per e-mail typed), in the database so every server process shares the counts,
-as one row per attempt within a sliding window. The keys are stored as keyed
-hashes: no address or e-mail is kept in clear. Refused with 429 and
-``Retry-After``."""
+"""Rate limits on the actions that attackers repeat: failed log-ins, wrong two-factor codes, sign-up,
+password reset, "I've paid" and orders placed. Counted per address and per account (or per e-mail typed),
+in the database so every server process shares the counts, as one row per attempt within a sliding
+window. The keys are stored as keyed hashes: no address or e-mail is kept in clear. Refused with 429
+and ``Retry-After``.
+
+Deciding and counting are one step. Every key has a row (``RateKey``) that a request locks before it
+counts the attempts in the window (PostgreSQL: ``SELECT ... FOR UPDATE``; SQLite: every transaction
+takes the write lock when it begins), so fifty requests sent at once are decided one after the other
+and at most the limit get through. Three ways to use it:
+
+* ``rate_take`` decides and records the attempt in a transaction of its own, before the work is done,
+  so concurrent requests see it; ``rate_give_back`` returns the slot when the attempt turned out not to
+  be one that counts (a right two-factor code, a right password). The limit thus bounds the checks
+  made, not only the failures recorded after them.
+* ``rate_turn``, inside the caller's transaction, locks the keys and lets the caller decide
+  (``check``) and count (``count``) with the lock held: an order is counted only once it is created,
+  and a repeated request for an order that exists is answered without deciding anything.
+* ``rate_count`` records a failure without deciding (failed log-ins per account, which never refuse:
+  see ``web.login_guard``).
+
+Behind a proxy every request comes from the proxy's address; the visitor's is then taken from
+``X-Forwarded-For`` only when the deployment says a proxy is there (``ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY``,
+off by default: a client could write the header itself).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import wraps
 
 from django.conf import settings
+from django.db import transaction
 from django.shortcuts import render
 from django.utils import timezone
 
-from .models import RateEvent
+from .models import RateEvent, RateKey
 
 
 @dataclass(frozen=True)
@@ -30,14 +50,20 @@ class Limit:
 
 
 LIMITS: dict[str, tuple[Limit, ...]] = {
-    "login": (Limit("login:address", 20, 900, "address"), Limit("login:account", 10, 900, "field:username")),
-    # Wrong codes at the second step of an operator's sign-in and on the two-factor page (right ones are not
-    # counted): 5 per account in 15 minutes leave a guesser who has the password 480 tries a day, each with a
-    # chance of 3 in 10**6.
+    # Failed log-ins from one address, whatever the account: the slot is taken before the password is checked
+    # and given back when it was right.
+    "login": (Limit("login:address", 20, 900, "address"),),
+    # Failed log-ins on one account, from anywhere: counted, never refusing (that would lock the owner out);
+    # past it a right password also needs a code sent by e-mail (``web.login_guard``).
+    "login_account": (Limit("login:account", 10, 900, "field:username"),),
+    # Two-factor codes checked at the code step and on the two-factor page (a right one gives its slot back):
+    # 5 per account in 15 minutes leave a guesser who has the password 480 tries a day, each with a chance of
+    # 3 in 10**6.
     "two_factor": (Limit("2fa:account", 5, 900, "account"), Limit("2fa:address", 20, 900, "address")),
     "signup": (Limit("signup:address", 5, 3600, "address"),),
     "password_reset": (Limit("reset:address", 5, 3600, "address"), Limit("reset:email", 3, 3600, "field:email")),
     "claim": (Limit("claim:account", 10, 600, "account"), Limit("claim:address", 30, 600, "address")),
+    # Orders created (not form errors, not a repeated request for an order that exists).
     "order": (Limit("order:account", 10, 600, "account"), Limit("order:address", 30, 3600, "address")),
 }
 KEEP = timedelta(seconds=max(limit.seconds for limits in LIMITS.values() for limit in limits))
@@ -50,13 +76,17 @@ class RateLimited(Exception):
 
 
 def client_address(request) -> str:
-    """The visitor's address: behind the TLS proxy, the last hop it appended to X-Forwarded-For (anything
-    before it the client may have written itself); otherwise the connection's."""
+    """The visitor's address: with ``ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY``, the last hop the proxy appended to
+    X-Forwarded-For (anything before it the client may have written itself); otherwise the connection's."""
     if getattr(settings, "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY", False):
         hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
         if hops:
             return hops[-1]
     return request.META.get("REMOTE_ADDR", "")
+
+
+def _enabled() -> bool:
+    return bool(getattr(settings, "ANCHORGPU_RATE_LIMITS", True))
 
 
 def _key(limit: Limit, request, user) -> str:
@@ -71,51 +101,120 @@ def _key(limit: Limit, request, user) -> str:
     return hmac.new(settings.SECRET_KEY.encode(), f"{limit.scope}:{value}".encode(), hashlib.sha256).hexdigest()
 
 
-def rate_check(request, action: str, *, user=None, now: datetime | None = None, count: bool = True) -> None:
-    """Count this attempt, or raise ``RateLimited`` (the attempt is then not counted). With ``count=False``
-    only check: the caller counts the attempt with ``rate_count`` if it fails (the two-factor code step
-    counts wrong codes only)."""
-    if not getattr(settings, "ANCHORGPU_RATE_LIMITS", True):
-        return
-    now = now or timezone.now()
-    keyed = [(limit, key) for limit in LIMITS[action] if (key := _key(limit, request, user))]
-    waits = []
+def _keyed(request, action: str, user) -> list[tuple[Limit, str]]:
+    if not _enabled():
+        return []
+    found = [(limit, key) for limit in LIMITS[action] if (key := _key(limit, request, user))]
+    return sorted(found, key=lambda pair: (pair[0].scope, pair[1]))  # one order of locks for everyone
+
+
+def _lock(keyed: list[tuple[Limit, str]], now: datetime) -> None:
+    """Lock every key's row, in one order (made when missing; a purge may remove one between the two steps)."""
     for limit, key in keyed:
-        window = RateEvent.objects.filter(scope=limit.scope, key=key, at__gt=now - timedelta(seconds=limit.seconds))
-        if window.count() >= limit.count:
-            oldest = window.order_by("at").values_list("at", flat=True)[: window.count() - limit.count + 1]
-            frees_at = list(oldest)[-1] + timedelta(seconds=limit.seconds)
+        while not RateKey.objects.select_for_update().filter(scope=limit.scope, key=key).exists():
+            RateKey.objects.bulk_create([RateKey(scope=limit.scope, key=key, used_at=now)], ignore_conflicts=True)
+
+
+def rate_key_lock(*, scope: str, key: str, now: datetime | None = None) -> None:
+    """Lock one key's row until the caller's transaction ends (a quota counted and decided elsewhere, e.g. the
+    planner's simulations per visitor)."""
+    _lock([(Limit(scope, 0, 0, "address"), key)], now or timezone.now())
+
+
+def _retry_after(keyed: list[tuple[Limit, str]], now: datetime) -> int:
+    """Seconds until every full window has room again (0: none is full)."""
+    waits = [0]
+    for limit, key in keyed:
+        times = list(RateEvent.objects.filter(scope=limit.scope, key=key,
+                                              at__gt=now - timedelta(seconds=limit.seconds))
+                     .order_by("-at").values_list("at", flat=True)[: limit.count])
+        if len(times) >= limit.count:  # the oldest of the newest ``count`` must leave the window
+            frees_at = times[-1] + timedelta(seconds=limit.seconds)
             waits.append(max(1, math.ceil((frees_at - now).total_seconds())))
-    if waits:
-        raise RateLimited(max(waits))
-    if count:
-        RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=now) for limit, key in keyed])
+    return max(waits)
+
+
+@dataclass
+class Turn:
+    """The keys of one action, locked until the caller's transaction ends."""
+
+    keyed: list[tuple[Limit, str]]
+    now: datetime
+    counted: list[int] = field(default_factory=list)
+
+    def check(self) -> None:
+        wait = _retry_after(self.keyed, self.now)
+        if wait:
+            raise RateLimited(wait)
+
+    def count(self) -> list[int]:
+        if self.keyed:
+            events = RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=self.now)
+                                                    for limit, key in self.keyed])
+            self.counted += [event.pk for event in events if event.pk is not None]
+            if len(self.counted) < len(events):  # a database that returns no ids: find them
+                self.counted = list(RateEvent.objects.filter(at=self.now, key__in=[k for _l, k in self.keyed])
+                                    .values_list("pk", flat=True))
+            RateKey.objects.filter(scope__in={limit.scope for limit, _k in self.keyed},
+                                   key__in={key for _l, key in self.keyed}).update(used_at=self.now)
+        return self.counted
+
+
+def rate_turn(request, action: str, *, user=None, now: datetime | None = None) -> Turn:
+    """Lock the action's keys for this request; call inside ``transaction.atomic()``, then ``check()`` and,
+    once the attempt is one that counts, ``count()``, both before the transaction ends."""
+    turn = Turn(keyed=_keyed(request, action, user), now=now or timezone.now())
+    if turn.keyed:
+        if not transaction.get_connection().in_atomic_block:
+            raise RuntimeError("rate_turn needs a transaction: the lock would end with the statement")
+        _lock(turn.keyed, turn.now)
+    return turn
+
+
+def rate_take(request, action: str, *, user=None, now: datetime | None = None) -> list[int]:
+    """Decide and record this attempt, or raise ``RateLimited`` (nothing is recorded then). Returns the
+    attempt's records, for ``rate_give_back``."""
+    with transaction.atomic():
+        turn = rate_turn(request, action, user=user, now=now)
+        turn.check()
+        return turn.count()
+
+
+def rate_give_back(taken: list[int]) -> None:
+    """The attempt ``rate_take`` recorded did not count after all (a right code, a right password)."""
+    if taken:
+        RateEvent.objects.filter(pk__in=taken).delete()
 
 
 def rate_count(request, action: str, *, user=None, now: datetime | None = None) -> None:
-    """Count an attempt that ``rate_check(..., count=False)`` let through and that then failed."""
-    if not getattr(settings, "ANCHORGPU_RATE_LIMITS", True):
-        return
-    now = now or timezone.now()
-    RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=now) for limit in LIMITS[action]
-                                   if (key := _key(limit, request, user))])
+    """Record a failed attempt without deciding anything."""
+    keyed = _keyed(request, action, user)
+    if keyed:
+        now = now or timezone.now()
+        RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=now) for limit, key in keyed])
 
 
-def refused_page(request, exc: RateLimited):
+def rate_full(request, action: str, *, user=None, now: datetime | None = None) -> bool:
+    """Whether one of the action's windows is full now (read only)."""
+    keyed = _keyed(request, action, user)
+    return bool(keyed) and _retry_after(keyed, now or timezone.now()) > 0
+
+
+def refused_page(request, exc: RateLimited, *, template: str = "429.html", context: dict | None = None):
     minutes = max(1, math.ceil(exc.retry_after / 60))
-    response = render(request, "429.html", {"minutes": minutes}, status=429)
+    response = render(request, template, {**(context or {}), "minutes": minutes, "rate_limited": True}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response
 
 
 def rate_limited(action: str):
-    """For a page's view: POSTs are counted (per the signed-in account where the limit says so)."""
+    """For a page's view: every POST is an attempt (per the signed-in account where the limit says so)."""
     def decorate(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
             if request.method == "POST":
                 try:
-                    rate_check(request, action, user=getattr(request, "user", None))
+                    rate_take(request, action, user=getattr(request, "user", None))
                 except RateLimited as exc:
                     return refused_page(request, exc)
             return view(request, *args, **kwargs)
@@ -124,7 +223,8 @@ def rate_limited(action: str):
 
 
 def rate_events_purge(*, now: datetime | None = None) -> int:
-    """The worker's sweep: attempts older than the longest window count for nothing."""
+    """The worker's sweep: attempts older than the longest window count for nothing; nor do their keys' rows."""
     now = now or timezone.now()
     deleted, _ = RateEvent.objects.filter(at__lt=now - KEEP).delete()
+    RateKey.objects.filter(used_at__lt=now - KEEP).delete()
     return deleted

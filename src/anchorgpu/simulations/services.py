@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from anchorgpu.messages import DomainError
+from anchorgpu.ops.ratelimit import rate_key_lock
 from anchorgpu.planner.measured import MeasuredSteps
 
 from .models import SimulationJob
@@ -63,6 +64,8 @@ def job_submit(*, model_source: dict, model_label: str, setup: dict, card_counts
     """
     key = job_key(model_source, setup, card_counts)
     with transaction.atomic():
+        # Counted and decided in turns, so requests sent at once cannot all pass the counts before one inserts.
+        rate_key_lock(scope="simulation:queue", key="all")
         existing = (SimulationJob.objects.filter(key=key).exclude(state=State.FAILED)
                     .order_by("-created_at").first())
         if existing is not None:

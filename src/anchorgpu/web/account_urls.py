@@ -10,7 +10,7 @@ from . import accounts, token_views, two_factor_views
 
 urlpatterns = [
     path("signup/", rate_limited("signup")(accounts.signup), name="signup"),
-    path("login/", rate_limited("login")(two_factor_views.LoginView.as_view()), name="login"),
+    path("login/", two_factor_views.LoginView.as_view(), name="login"),  # limits failures itself
     path("login/code/", two_factor_views.login_code, name="login_code"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password/", auth_views.PasswordChangeView.as_view(

@@ -20,10 +20,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
+from anchorgpu.ops.ratelimit import RateLimited, rate_take
 from anchorgpu.orders.errors import InvalidOrder, OrderError
 from anchorgpu.orders.models import Order
-from anchorgpu.orders.services import order_cancel, order_place
-from anchorgpu.ops.ratelimit import RateLimited, rate_check
+from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim
 from anchorgpu.payments.services import payment_claim
 
@@ -35,6 +35,7 @@ from .checkout_form import CheckoutForm
 from .forms import ProductQueryForm
 from .models import ApiIdempotency
 from .order_forms import ClaimForm
+from .order_limits import order_place_limited
 from .responses import api_error, form_error
 
 # 60, not 64: the service stores it with an "api-" prefix in a 64-character column.
@@ -169,7 +170,6 @@ def _order_create(request):
     form = CheckoutForm(data, product=product)
     if not form.is_valid():
         return form_error(form)
-    rate_check(request, "order", user=user)  # a replayed key (above) is not a new attempt
     checkout = replace(form.checkout(language=translation.get_language() or "en"), idempotency_key=f"api-{key}")
     with transaction.atomic():
         try:
@@ -177,8 +177,8 @@ def _order_create(request):
                 record = ApiIdempotency.objects.create(user=user, key=key, fingerprint=print_)
         except IntegrityError:
             record = None
-        if record is not None:
-            order = order_place(user=user, request=checkout)
+        if record is not None:  # counted if it creates the order; refused (all rolled back) past the limit
+            order, _created = order_place_limited(request=request, user=user, checkout=checkout)
             record.order = order
             record.save(update_fields=["order"])
     if record is None:
@@ -212,7 +212,7 @@ def order_detail(request, reference: str):
 def order_paid(request, reference: str):
     """ "I've paid", with the transaction id when the customer has one."""
     order = _own_order(request, reference)
-    rate_check(request, "claim", user=request.api_user)
+    rate_take(request, "claim", user=request.api_user)
     _no_query(request)
     body = api_body.read_json(request, fields={"txid"}, optional=True)
     txid = body.get("txid")

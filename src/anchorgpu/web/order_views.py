@@ -18,10 +18,10 @@ from django.views.decorators.http import require_POST
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
+from anchorgpu.ops.ratelimit import RateLimited, rate_limited
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
-from anchorgpu.orders.services import order_cancel, order_place
-from anchorgpu.ops.ratelimit import rate_limited
+from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
@@ -29,6 +29,7 @@ from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
 
 from . import order_forms, timeline
 from .checkout_form import CheckoutForm
+from .order_limits import order_place_limited
 from .run_plans import plan_at_checkout
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
@@ -94,21 +95,31 @@ def _plan_shown(form: CheckoutForm, product: Product, offer) -> dict | None:
 
 
 @login_required
-@rate_limited("order")
 def checkout(request, slug: str):
+    """The form, and the order it places. Only an order created counts toward the order limit; past it the
+    page comes back with everything typed (429). The form's own submission key makes a repeated press (or a
+    retry after an error page) return the order it already placed."""
     product = Product.objects.filter(slug=slug, is_active=True).first()
     if product is None:
         raise Http404("no such product")
-    status = 200
+    status, retry_after = 200, None
     if request.method == "POST":
         form = CheckoutForm(request.POST, product=product)
         if form.is_valid():
             try:
-                order = order_place(user=request.user,
-                                    request=form.checkout(language=translation.get_language() or "en"))
+                order, _created = order_place_limited(
+                    request=request, user=request.user,
+                    checkout=form.checkout(language=translation.get_language() or "en"))
             except OrderError as exc:
                 form.add_error(None, exc.message)
                 status = _ERROR_STATUS.get(exc.code, 409)
+            except RateLimited as exc:
+                minutes = max(1, -(-exc.retry_after // 60))
+                form.add_error(None, _("You have placed as many orders as the shop takes from one account (or "
+                                       "address) in a short time. Nothing was ordered this time; what you typed "
+                                       "is kept: press the button again in %(minutes)d minutes.")
+                               % {"minutes": minutes})
+                status, retry_after = 429, exc.retry_after
             else:
                 return redirect("order", reference=order.reference)
         else:
@@ -117,7 +128,10 @@ def checkout(request, slug: str):
         form = CheckoutForm(initial=_initial(request, product), product=product)
     offer = _preview(form, product)
     context = {"form": form, "product": product, "offer": offer, "plan": _plan_shown(form, product, offer)}
-    return render(request, "web/checkout.html", context, status=status)
+    response = render(request, "web/checkout.html", context, status=status)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 @login_required

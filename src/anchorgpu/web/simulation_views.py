@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from anchorgpu.i18n import message
+from anchorgpu.ops.ratelimit import client_address
 from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import MeasuredSteps, not_simulable
@@ -42,7 +43,7 @@ class ViewForm(forms.Form):
 def _requester(request) -> str:
     if request.user.is_authenticated:
         return requester_digest("user", request.user.pk)
-    return requester_digest("address", request.META.get("REMOTE_ADDR", ""))
+    return requester_digest("address", client_address(request))  # each visitor's own, behind a proxy too
 
 
 def _planner_again(request, form, problem: str, status: int):

@@ -1,6 +1,8 @@
 """The pages of two-factor sign-in: the log-in's password step (which, for an
-account with two-factor on, signs nobody in yet), the code step, and the
-operator's page to set it up, make new recovery codes or turn it off."""
+account with two-factor on, or one under attack (``login_guard``), signs nobody
+in yet), the code step, and the operator's page to set it up, make new recovery
+codes or turn it off. Every code checked takes a slot of the two-factor limit
+first (``rate_take``); a right code gives it back."""
 
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
-from anchorgpu.ops.ratelimit import RateLimited, rate_check, rate_count, refused_page
+from anchorgpu.ops.ratelimit import RateLimited, rate_count, rate_full, rate_give_back, rate_take, refused_page
 from anchorgpu.payments.uri import qr_svg
 
-from . import totp
+from . import login_guard, totp
 from .accounts import EmailLoginForm, safe_next
 from .models import TwoFactorDevice
 from .two_factor import (
@@ -53,23 +55,33 @@ class CodeForm(forms.Form):
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True, "spellcheck": "false",
                                       "autocapitalize": "off"}))
 
-    def __init__(self, *args, recovery: bool = True, **kwargs):
+    def __init__(self, *args, recovery: bool = True, by_email: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
-        self.recovery = recovery
-        self.fields["code"].help_text = (
-            gettext_lazy("The 6-digit code your authenticator app shows now, or one of your recovery codes.")
-            if recovery else gettext_lazy("The 6-digit code your authenticator app shows now."))
+        self.recovery, self.by_email = recovery and not by_email, by_email
+        if by_email:
+            self.fields["code"].help_text = gettext_lazy("The 6-digit code we have just sent you by e-mail.")
+        else:
+            self.fields["code"].help_text = (
+                gettext_lazy("The 6-digit code your authenticator app shows now, or one of your recovery codes.")
+                if recovery else gettext_lazy("The 6-digit code your authenticator app shows now."))
 
     def clean_code(self):
         text = self.cleaned_data["code"]
         if totp.clean_code(text) is not None or (self.recovery and totp.clean_recovery_code(text) is not None):
             return text
+        if self.by_email:
+            raise forms.ValidationError(_("Enter the 6 digits from the e-mail we sent you."), code="format")
         if self.recovery:
             raise forms.ValidationError(_("Enter the 6 digits from your authenticator app, or a recovery code "
                                           "(12 letters and digits, like abcd-efgh-jkmn)."), code="format")
         raise forms.ValidationError(_("Enter the 6 digits from your authenticator app."), code="format")
 
     def refuse(self):
+        if self.by_email:
+            self.add_error("code", forms.ValidationError(
+                _("This code is not the one we sent. Check the latest e-mail from us, or log in again for a new "
+                  "code."), code="wrong"))
+            return
         self.add_error("code", forms.ValidationError(
             _("This code is not right, or it was already used. Enter the code your app shows now (it changes every "
               "30 seconds), or wait for the next one."), code="wrong"))
@@ -77,23 +89,62 @@ class CodeForm(forms.Form):
 
 class LoginView(auth_views.LoginView):
     """The password step. An account with two-factor on is not signed in here: the session only remembers
-    that the password was right, for a few minutes, and the code step finishes the sign-in."""
+    that the password was right, for a few minutes, and the code step finishes the sign-in. So it is for an
+    account past its limit of failed log-ins, with a code sent by e-mail (``login_guard``). Each attempt takes
+    a slot of the address's limit before the password is checked; a right password gives it back."""
 
     template_name = "accounts/login.html"
     authentication_form = EmailLoginForm
 
+    def post(self, request, *args, **kwargs):
+        try:
+            self.taken = rate_take(request, "login")
+        except RateLimited as exc:
+            return self._refused(exc, _("Too many failed log-ins came from your address. Try again in "
+                                        "%(minutes)d minutes.") % {"minutes": _minutes(exc.retry_after)})
+        return super().post(request, *args, **kwargs)
+
+    def _refused(self, exc: RateLimited | None, text: str, status: int = 429):
+        """The log-in page again with what was typed (the password is never shown back) and why."""
+        form = self.get_form_class()(self.request, initial={"username": self.request.POST.get("username", "")})
+        response = self.render_to_response(self.get_context_data(form=form, refused=text))
+        response.status_code = status
+        if exc is not None:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
+    def form_invalid(self, form):
+        rate_count(self.request, "login_account")  # the address's slot stays taken
+        return super().form_invalid(form)
+
     def form_valid(self, form):
-        user = form.get_user()
-        if confirmed_device(user) is None:
-            return super().form_valid(form)
         request = self.request
+        rate_give_back(self.taken)
+        user = form.get_user()
+        by_email = confirmed_device(user) is None and rate_full(request, "login_account")
+        if confirmed_device(user) is None and not by_email:
+            return super().form_valid(form)
+        pending = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
+                   "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url()}
+        if by_email:
+            sent = login_guard.email_code_send(user=user, pending=pending)
+            if sent == login_guard.OFF:
+                return self._refused(None, _("Too many wrong passwords were tried on this account in the last "
+                                             "minutes. To protect it, signing in now needs a code sent by e-mail, "
+                                             "and this shop sends none: try again in 15 minutes."))
+            if sent == login_guard.FAILED:
+                return self._refused(None, _("We could not send the sign-in code by e-mail just now. Please try "
+                                             "again in a few minutes."), status=503)
         if request.user.is_authenticated:
             logout(request)  # nobody stays signed in in this browser while the code is asked for
         else:
             request.session.cycle_key()
-        request.session[PENDING] = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
-                                    "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url()}
+        request.session[PENDING] = pending
         return redirect("login_code")
+
+
+def _minutes(seconds: int) -> int:
+    return max(1, -(-seconds // 60))
 
 
 def _pending_user(request):
@@ -126,28 +177,32 @@ def login_code(request):
         return redirect(safe_next(request) or resolve_url(settings.LOGIN_REDIRECT_URL))
     else:
         return _to_login(request)
-    if confirmed_device(user) is None:  # turned off since the password step
+    by_email = pending is not None and bool(request.session[PENDING].get("email_code"))
+    if not by_email and confirmed_device(user) is None:  # turned off since the password step
         return _to_login(request)
-    form, status = CodeForm(), 200
+    form, status = CodeForm(by_email=by_email), 200
     if request.method == "POST":
         try:
-            rate_check(request, "two_factor", user=user, count=False)  # wrong codes are counted below
+            taken = rate_take(request, "two_factor", user=user)  # before the check; a right code gives it back
         except RateLimited as exc:
             return refused_page(request, exc)
-        form = CodeForm(request.POST)
+        form = CodeForm(request.POST, by_email=by_email)
         if form.is_valid():
-            if two_factor_verify(user=user, code=form.cleaned_data["code"], purpose="sign-in"):
+            code = form.cleaned_data["code"]
+            if login_guard.email_code_matches(user=user, pending=request.session[PENDING], code=code) if by_email \
+                    else two_factor_verify(user=user, code=code, purpose="sign-in"):
+                rate_give_back(taken)
                 if pending is not None:
                     backend = request.session[PENDING]["backend"]
                     request.session.pop(PENDING, None)
                     login(request, user, backend=backend)
-                session_mark_verified(request, user)
+                if not by_email:  # an e-mailed code is not the operator's second factor
+                    session_mark_verified(request, user)
                 return redirect(target or resolve_url(settings.LOGIN_REDIRECT_URL))
             form.refuse()
-        rate_count(request, "two_factor", user=user)
         status = 400
-    return render(request, "accounts/login_code.html", {"form": form, "next": target if pending is None else ""},
-                  status=status)
+    return render(request, "accounts/login_code.html",
+                  {"form": form, "next": target if pending is None else "", "by_email": by_email}, status=status)
 
 
 def _page(request, device: TwoFactorDevice | None, **context):
@@ -185,26 +240,27 @@ def two_factor(request):
         problem = _("This page changed since you opened it; look again and repeat what you wanted.")
         return _page(request, confirmed_device(user) or two_factor_start(user=user), problem=problem, status=400)
     try:
-        rate_check(request, "two_factor", user=user, count=False)  # wrong codes are counted below
+        taken = rate_take(request, "two_factor", user=user)  # before the check; a right code gives it back
     except RateLimited as exc:
         return refused_page(request, exc)
     form = CodeForm(request.POST, recovery=confirmed)
     if not form.is_valid():
-        rate_count(request, "two_factor", user=user)
         return _page(request, device, form=form, status=400)
     code = form.cleaned_data["code"]
     if action == "confirm":
         codes = two_factor_confirm(user=user, code=code)
         if codes is not None:
+            rate_give_back(taken)
             session_mark_verified(request, user)
             return _page(request, confirmed_device(user), new_codes=codes, just_enrolled=True)
     elif action == "renew":
         codes = recovery_codes_renew(user=user, code=code)
         if codes is not None:
+            rate_give_back(taken)
             return _page(request, confirmed_device(user), new_codes=codes)
     elif two_factor_disable(user=user, code=code):
+        rate_give_back(taken)
         request.session.pop(SESSION_VERIFIED, None)
         return _page(request, two_factor_start(user=user), turned_off=True)
     form.refuse()
-    rate_count(request, "two_factor", user=user)
     return _page(request, device, form=form, status=400)

@@ -1,0 +1,118 @@
+"""The limits hold when the attempts come at once: each request is a thread with its own connection,
+released together by a barrier (see tests/allocation/test_race.py), against the real views. On SQLite
+the writers take turns on the database's lock; on PostgreSQL on the keys' rows."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+from django.utils import translation
+
+from anchorgpu.ops.models import RateEvent
+from anchorgpu.ops.ratelimit import LIMITS
+from anchorgpu.orders.models import Order
+from anchorgpu.web import totp, two_factor, two_factor_views
+from anchorgpu.web.api_tokens import api_token_create
+from anchorgpu.web.models import TwoFactorDevice
+from tests import shop
+from tests.allocation.test_race import run_together
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_race]
+
+PASSWORD = "pw-for-tests-only-races"
+
+
+@pytest.fixture(autouse=True)
+def limits_on(settings):
+    settings.ANCHORGPU_RATE_LIMITS = True
+
+
+def url(name: str, **kwargs) -> str:
+    with translation.override("en"):
+        return reverse(name, kwargs=kwargs)
+
+
+def wrong_code(device: TwoFactorDevice) -> str:
+    """Six digits that are none of the codes accepted now (the step before, now and after)."""
+    step = totp.time_step(two_factor._now().timestamp())
+    accepted = {totp.hotp(totp.secret_bytes(device.secret), step + d) for d in (-1, 0, 1)}
+    return next(f"{n:06d}" for n in range(123456, 10**6) if f"{n:06d}" not in accepted)
+
+
+def test_fifty_wrong_two_factor_codes_at_once_check_at_most_the_limit(monkeypatch):
+    operator = shop.customer("ops@example.com", password=PASSWORD)
+    device = TwoFactorDevice.objects.create(user=operator, secret=totp.new_secret())
+    TwoFactorDevice.objects.filter(pk=device.pk).update(confirmed_at=two_factor._now())
+    first = Client()
+    assert first.post(url("login"), {"username": operator.username, "password": PASSWORD}).status_code == 302
+    cookie = first.cookies[settings.SESSION_COOKIE_NAME].value
+    checked, lock = [], threading.Lock()
+    real_verify = two_factor_views.two_factor_verify
+
+    def counting_verify(**kwargs):
+        with lock:
+            checked.append(kwargs["code"])
+        return real_verify(**kwargs)
+
+    monkeypatch.setattr(two_factor_views, "two_factor_verify", counting_verify)
+    code = wrong_code(device)
+
+    def attempt():
+        client = Client()
+        client.cookies[settings.SESSION_COOKIE_NAME] = cookie
+        return client.post(url("login_code"), {"code": code}).status_code
+
+    results = run_together([attempt] * 50)
+    statuses = [value for outcome, value in results if outcome == "granted"]
+    assert len(statuses) == 50, [value for outcome, value in results if outcome != "granted"]
+    limit = LIMITS["two_factor"][0].count
+    assert len(checked) == limit  # not 14 or 23: each code checked took its slot first
+    assert statuses.count(400) == limit and statuses.count(429) == 50 - limit
+    assert RateEvent.objects.filter(scope="2fa:account").count() == limit
+
+
+def order_body() -> dict:
+    return {"product": "h100-sxm-80gb", "quantity": 1, "term": 3, "start": None, "environment": "pytorch-cuda124",
+            "options": [], "name": "Alice Example", "email": "alice@example.com", "company": "", "country": "PT",
+            "billing_address": "", "vat_id": "", "ssh_keys": [shop.ED25519], "asset": "btc", "accept": True}
+
+
+def api_order(secret: str, key: str):
+    def job():
+        response = Client().post(url("api-orders"), data=json.dumps(order_body()), content_type="application/json",
+                                 headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": key})
+        return response.status_code, response.json()
+    return job
+
+
+def test_forty_concurrent_orders_of_one_account_place_at_most_the_limit():
+    shop.load_shop()  # 32 H100 cards: a start for each of the forty, so only the limit can refuse
+    alice = shop.customer()
+    _token, secret = api_token_create(user=alice, name="race")
+    results = run_together([api_order(secret, f"key-{n}") for n in range(40)])
+    answers = [value for outcome, value in results if outcome == "granted"]
+    assert len(answers) == 40, [value for outcome, value in results if outcome != "granted"]
+    limit = LIMITS["order"][0].count
+    statuses = sorted(status for status, _body in answers)
+    assert statuses == [201] * limit + [429] * (40 - limit), [body for status, body in answers if status >= 500]
+    assert Order.objects.filter(user=alice).count() == limit
+    assert {body["error"]["code"] for status, body in answers if status == 429} == {"rate_limited"}
+
+
+def test_twenty_concurrent_retries_of_one_key_make_one_order_and_are_never_refused():
+    shop.load_shop()
+    alice = shop.customer()
+    _token, secret = api_token_create(user=alice, name="race")
+    results = run_together([api_order(secret, "the-same-key")] * 20)
+    answers = [value for outcome, value in results if outcome == "granted"]
+    assert len(answers) == 20
+    statuses = sorted(status for status, _body in answers)
+    assert statuses == [200] * 19 + [201], [body for _status, body in answers]
+    assert len({body["reference"] for _status, body in answers}) == 1
+    assert Order.objects.filter(user=alice).count() == 1
+    assert RateEvent.objects.filter(scope="order:account").count() == 1  # one order made, one counted
