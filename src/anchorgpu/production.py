@@ -1,8 +1,10 @@
 """What production requires of the settings, checked when they load.
 
 ``ANCHORGPU_ENV=production`` turns the checks on: the shop then refuses to
-start with the development secret key (or a short one), with DEBUG on, or
-without its own host names, and it sets the cookie and transport options a
+start with the development secret key (or a short one), with DEBUG on,
+without its own host names, or without a way to send e-mail (an SMTP host, or
+``ANCHORGPU_EMAIL_DISABLED=1`` said plainly: the development default prints
+every e-mail, password-reset links included, into the server's log), and it sets the cookie and transport options a
 shop behind TLS needs. There the admin also requires two-factor sign-in by
 default (``ANCHORGPU_ADMIN_2FA``). Plain functions of the environment, so they
 are tested without starting Django.
@@ -30,7 +32,8 @@ class ProductionSettingsError(Exception):
     """Raised as ImproperlyConfigured by settings.py; the message lists every problem at once."""
 
 
-def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None) -> list[str]:
+def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
+             email_disabled: bool = False) -> list[str]:
     found = []
     if not secret_key or secret_key == DEV_SECRET_KEY:
         found.append("ANCHORGPU_SECRET_KEY is not set: give a random value of at least "
@@ -46,11 +49,17 @@ def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None) 
         found.append("ANCHORGPU_ALLOWED_HOSTS is not set: list the shop's host names, comma-separated")
     elif "*" in hosts:
         found.append("ANCHORGPU_ALLOWED_HOSTS contains '*': list the shop's own host names")
+    if not (email_host or "").strip() and not email_disabled:
+        found.append("ANCHORGPU_EMAIL_HOST is not set: without a mail server every e-mail, password-reset links "
+                     "included, would be printed into the server's log; set the SMTP settings, or "
+                     "ANCHORGPU_EMAIL_DISABLED=1 to send no e-mail at all")
     return found
 
 
-def check(*, secret_key: str | None, debug: bool, allowed_hosts: str | None) -> None:
-    found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts)
+def check(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
+          email_disabled: bool = False) -> None:
+    found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts, email_host=email_host,
+                     email_disabled=email_disabled)
     if found:
         raise ProductionSettingsError("Production settings refused (ANCHORGPU_ENV=production):\n- "
                                       + "\n- ".join(found))

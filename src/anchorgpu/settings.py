@@ -14,7 +14,9 @@ ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public t
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
 ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the chain);
                                          unset: the active staff users' addresses
-ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console)
+ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console; refused in
+                                         production)
+ANCHORGPU_EMAIL_DISABLED                 "1": send no e-mail at all and log none (production needs this or an SMTP host)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
@@ -26,10 +28,13 @@ ANCHORGPU_WATCH_LOOKBACK                 blocks below the tip the first poll of 
 ANCHORGPU_WATCH_STALL_SECONDS            a watcher without a good poll for this long is shown as stalled (600)
 ANCHORGPU_WATCH_TIP_AGE_SECONDS          ... or whose newest block is older than this (7200)
 ANCHORGPU_RATE_LIMITS                    "0" turns off the rate limits on log-in, sign-up, reset, "I've paid", orders
+ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY      "1": a proxy in front appends the visitor's address to X-Forwarded-For; the
+                                         per-address limits then use its last hop (off: the connection's address)
 ANCHORGPU_ADMIN_2FA                      "1": operators need two-factor sign-in (TOTP) to reach the admin; on by
                                          default in production ("0" turns it off there). Operators who set it up
                                          always give a code at sign-in, whatever this says
-ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: only requests from the machine itself)
+ANCHORGPU_METRICS_TOKEN                  bearer token for /metrics (unset: /metrics answers 403 to everyone, except to
+                                         the machine itself with ANCHORGPU_DEBUG on)
 ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per line) or "plain"
 ANCHORGPU_CATALOG_CACHE                  "0" turns off the exact cache of the catalog's and offers API's answers (on by
                                          default; PostgreSQL only: keyed on the database snapshot, the second and the
@@ -87,7 +92,8 @@ if PRODUCTION:
 
     try:
         check(secret_key=os.environ.get("ANCHORGPU_SECRET_KEY"), debug=DEBUG,
-              allowed_hosts=os.environ.get("ANCHORGPU_ALLOWED_HOSTS"))
+              allowed_hosts=os.environ.get("ANCHORGPU_ALLOWED_HOSTS"),
+              email_host=os.environ.get("ANCHORGPU_EMAIL_HOST"), email_disabled=_flag("ANCHORGPU_EMAIL_DISABLED"))
     except ProductionSettingsError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
@@ -240,7 +246,8 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-# Email: printed to the console unless an SMTP host is set.
+# Email: printed to the console unless an SMTP host is set (production refuses that: an SMTP host, or
+# ANCHORGPU_EMAIL_DISABLED=1, which sends nothing and logs no message's content).
 ANCHORGPU_SITE_URL = os.environ.get("ANCHORGPU_SITE_URL", "http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = os.environ.get("ANCHORGPU_FROM_EMAIL", "AnchorGPU <orders@anchorgpu.example>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
@@ -254,8 +261,11 @@ if os.environ.get("ANCHORGPU_EMAIL_HOST"):
     EMAIL_HOST_PASSWORD = os.environ.get("ANCHORGPU_EMAIL_PASSWORD", "")
     EMAIL_USE_TLS = _flag("ANCHORGPU_EMAIL_TLS", default=True)
     EMAIL_TIMEOUT = 20
+elif _flag("ANCHORGPU_EMAIL_DISABLED"):
+    EMAIL_BACKEND = "anchorgpu.ops.mail.DiscardingBackend"
 else:
     EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+ANCHORGPU_EMAIL_DISABLED = EMAIL_BACKEND == "anchorgpu.ops.mail.DiscardingBackend"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "orders"
@@ -291,11 +301,13 @@ ANCHORGPU_WATCH_STALL_SECONDS = _whole("ANCHORGPU_WATCH_STALL_SECONDS", 600, min
 ANCHORGPU_WATCH_TIP_AGE_SECONDS = _whole("ANCHORGPU_WATCH_TIP_AGE_SECONDS", 7200, minimum=60)
 # Rate limits on log-in, sign-up, password reset, "I've paid" and order creation (anchorgpu.ops.ratelimit).
 ANCHORGPU_RATE_LIMITS = _flag("ANCHORGPU_RATE_LIMITS", default=True)
-# Behind the TLS proxy in production, the visitor's address is the last hop of X-Forwarded-For.
-ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = PRODUCTION and _flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True)
+# Only when the deployment says a proxy in front appends the visitor's address to X-Forwarded-For: the
+# visitor's address for the per-address limits is then its last hop (off by default: a client can write the
+# header itself).
+ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = _flag("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY")
 # Operators reach the admin only after two-factor sign-in (anchorgpu.web.two_factor_gate); on in production.
 ANCHORGPU_ADMIN_2FA = admin_two_factor_required(production=PRODUCTION, value=os.environ.get("ANCHORGPU_ADMIN_2FA"))
-# /metrics answers with this bearer token; without one, only to requests from the machine itself.
+# /metrics answers only with this bearer token; without one, to nobody (with DEBUG on, to the machine itself).
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 # The catalog's answers, cached per process under the PostgreSQL snapshot, the second and the query: exact
 # (anchorgpu.catalog.answer_cache); never used on SQLite.

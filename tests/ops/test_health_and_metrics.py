@@ -74,7 +74,8 @@ def test_metrics_tell_orders_bookings_watchers_sweeps_and_request_times(client, 
         OrderEmail.objects.create(order=order, kind="term_ending", due_at=timezone.now(), attempts=6,
                                   failed_at=timezone.now(), last_error="SMTPServerDisconnected")
     client.get("/en/")  # one request to the catalog, timed
-    text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    settings.ANCHORGPU_METRICS_TOKEN = "s3cret-token-for-tests"
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token-for-tests").content.decode()
     assert 'anchorgpu_orders{state="awaiting_payment"} 1.0' in text and 'anchorgpu_orders{state="paid"} 0.0' in text
     assert "anchorgpu_holds_live 1.0" in text and 'anchorgpu_bookings_live{kind="hold"} 1.0' in text
     assert 'anchorgpu_chain_watcher_ok{asset="eth"} 0.0' in text
@@ -89,10 +90,24 @@ def test_metrics_tell_orders_bookings_watchers_sweeps_and_request_times(client, 
     assert order.reference not in text  # counts, never customers' data
 
     assert client.get("/metrics", REMOTE_ADDR="203.0.113.9").status_code == 403
-    settings.ANCHORGPU_METRICS_TOKEN = "s3cret-token-for-tests"
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 403  # a token, once set, is required
+    wrong = client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_AUTHORIZATION="Bearer s3cret-token-for-test")
+    assert wrong.status_code == 403
     ok = client.get("/metrics", REMOTE_ADDR="203.0.113.9", HTTP_AUTHORIZATION="Bearer s3cret-token-for-tests")
     assert ok.status_code == 200 and ok["Content-Type"].startswith("text/plain; version=")
+
+
+@pytest.mark.django_db
+def test_metrics_without_a_token_answer_nobody_not_even_the_machine_itself(client, settings):
+    """A TLS proxy on the same machine makes every visitor's request come from 127.0.0.1."""
+    settings.ANCHORGPU_METRICS_TOKEN, settings.DEBUG = "", False
+    for address in ("127.0.0.1", "::1", "203.0.113.9"):
+        refused = client.get("/metrics", REMOTE_ADDR=address)
+        assert refused.status_code == 403 and b"ANCHORGPU_METRICS_TOKEN" in refused.content, address
+        assert b"anchorgpu_" not in refused.content
+    settings.DEBUG = True  # a developer's machine
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="203.0.113.9").status_code == 403
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,18 +16,21 @@ GOOD_KEY = "k" * 20 + "Zq8Lp3Vx0Rt7Yb2Nm5Hc9Jd4Gw1Fs6" + "A" * 10
 
 
 def test_production_problems_are_each_named():
-    assert problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="shop.example") == []
+    assert problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="shop.example", email_host="smtp.example") == []
     found = problems(secret_key=DEV_SECRET_KEY, debug=True, allowed_hosts="")
-    assert [p.split(" ")[0] for p in found] == ["ANCHORGPU_SECRET_KEY", "ANCHORGPU_DEBUG", "ANCHORGPU_ALLOWED_HOSTS"]
+    assert [p.split(" ")[0] for p in found] == ["ANCHORGPU_SECRET_KEY", "ANCHORGPU_DEBUG", "ANCHORGPU_ALLOWED_HOSTS",
+                                                "ANCHORGPU_EMAIL_HOST"]
     assert "too weak" in problems(secret_key="x" * 60, debug=False, allowed_hosts="a")[0]
     assert "too weak" in problems(secret_key="short-key", debug=False, allowed_hosts="a")[0]
-    assert "'*'" in problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="*")[0]
+    assert "'*'" in problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="*", email_disabled=True)[0]
 
 
-def _settings_in_production(**env) -> subprocess.CompletedProcess:
-    code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT, "
-            "s.SECURE_PROXY_SSL_HEADER)")
+PRINT_TRANSPORT = ("import django; django.setup(); from django.conf import settings as s; "
+                   "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT, "
+                   "s.SECURE_PROXY_SSL_HEADER)")
+
+
+def _settings_in_production(code: str = PRINT_TRANSPORT, **env) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORGPU_")}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**base, "DJANGO_SETTINGS_MODULE": "anchorgpu.settings", "ANCHORGPU_ENV": "production",
@@ -40,9 +43,29 @@ def test_production_refuses_to_start_unsafe_and_secures_cookies_and_transport():
     assert "ImproperlyConfigured: Production settings refused (ANCHORGPU_ENV=production)" in refused.stderr
     for name in ("ANCHORGPU_SECRET_KEY is not set", "ANCHORGPU_DEBUG is on", "ANCHORGPU_ALLOWED_HOSTS is not set"):
         assert name in refused.stderr
-    started = _settings_in_production(ANCHORGPU_SECRET_KEY=GOOD_KEY, ANCHORGPU_ALLOWED_HOSTS="shop.example")
+    started = _settings_in_production(ANCHORGPU_SECRET_KEY=GOOD_KEY, ANCHORGPU_ALLOWED_HOSTS="shop.example",
+                                      ANCHORGPU_EMAIL_HOST="smtp.example")
     assert started.returncode == 0, started.stderr
     assert started.stdout.split() == ["True", "True", "31536000", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
+
+
+SEND_RESET_MAIL = ("import django, logging; django.setup(); from django.core.mail import send_mail; "
+                   "from django.conf import settings as s; print(s.EMAIL_BACKEND); "
+                   "send_mail('Reset', 'open https://shop.example/reset/MQ/secret-token/', None, ['a@example.com'])")
+
+
+def test_production_refuses_to_print_emails_and_the_no_email_switch_logs_no_link():
+    safe = {"ANCHORGPU_SECRET_KEY": GOOD_KEY, "ANCHORGPU_ALLOWED_HOSTS": "shop.example"}
+    refused = _settings_in_production(SEND_RESET_MAIL, **safe)
+    assert refused.returncode != 0 and "ANCHORGPU_EMAIL_HOST is not set" in refused.stderr
+    assert "secret-token" not in refused.stdout + refused.stderr
+    off = _settings_in_production(SEND_RESET_MAIL, ANCHORGPU_EMAIL_DISABLED="1", **safe)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.split()[0] == "anchorgpu.ops.mail.DiscardingBackend"
+    assert "secret-token" not in off.stdout + off.stderr and "Reset" not in off.stdout + off.stderr
+    assert "not sent: this shop sends no e-mail" in off.stderr  # the log says that, and only that
+    development = _settings_in_production(SEND_RESET_MAIL, ANCHORGPU_ENV="development")
+    assert development.stdout.split()[0] == "django.core.mail.backends.console.EmailBackend"  # a developer's own
 
 
 @pytest.mark.django_db

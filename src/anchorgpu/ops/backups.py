@@ -5,6 +5,11 @@
 * PostgreSQL: ``pg_dump`` in its custom format, checked by ``pg_restore
   --list``; restored with ``pg_restore --exit-on-error`` into a database that
   is created when missing and must be empty unless forced.
+
+A backup is a secret: it holds password hashes, the operators' TOTP secrets
+and every customer's details. The file is created readable by its owner only
+(0600), before a byte is written, and a folder the backup makes is 0700; the
+default folder is narrowed to 0700 too.
 """
 
 from __future__ import annotations
@@ -46,12 +51,37 @@ def _tool(name: str) -> str:
     return found
 
 
-def backup(*, config: dict, connection, output: Path) -> Path:
-    """Write a backup of the database ``config`` describes to ``output`` (which must not exist)."""
+FILE_MODE, FOLDER_MODE = 0o600, 0o700
+
+
+def private_folder(directory: Path, *, narrow: bool) -> None:
+    """Make ``directory`` (and any missing parent) 0700; with ``narrow``, an existing one is made 0700 too."""
+    missing = [p for p in (directory, *directory.parents) if not p.exists()]
+    directory.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    for made in missing:
+        os.chmod(made, FOLDER_MODE)  # mkdir's mode passes through the umask
+    if narrow:
+        os.chmod(directory, FOLDER_MODE)
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` empty and readable by its owner only, whatever the umask (SQLite and pg_dump then
+    write into it and keep its mode)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    except FileExistsError:
+        raise BackupError(f"{path} already exists; remove the leftover of an interrupted backup") from None
+    os.chmod(path, FILE_MODE)
+
+
+def backup(*, config: dict, connection, output: Path, narrow_folder: bool = False) -> Path:
+    """Write a backup of the database ``config`` describes to ``output`` (which must not exist), readable
+    by its owner only. ``narrow_folder``: make an existing folder 0700 as well (the default folder)."""
     if output.exists():
         raise BackupError(f"{output} already exists; a backup never overwrites a file")
-    output.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(output.parent, narrow=narrow_folder)
     partial = output.with_name(output.name + ".partial")
+    _private_file(partial)
     if connection.vendor == "sqlite":
         connection.ensure_connection()
         target = sqlite3.connect(partial)
@@ -74,7 +104,9 @@ def backup(*, config: dict, connection, output: Path) -> Path:
             partial.unlink(missing_ok=True)
             raise BackupError(f"the dump cannot be read back: {listed.stderr.strip()[:500]}")
     else:
+        partial.unlink(missing_ok=True)
         raise BackupError(f"no backup method for the {connection.vendor} database")
+    os.chmod(partial, FILE_MODE)
     partial.rename(output)
     return output
 

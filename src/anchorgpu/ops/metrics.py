@@ -8,8 +8,10 @@ not sent yet or given up, live holds and bookings, each chain watcher's lag
 and errors, and the worker's sweeps (written by the worker after each run).
 
 The page is for the operators' monitoring, not the public: it answers only
-with the bearer token ``ANCHORGPU_METRICS_TOKEN`` or, without one set, to a
-request from the machine itself.
+with the bearer token ``ANCHORGPU_METRICS_TOKEN``. Without one set it answers
+403 to everyone: a TLS proxy on the same machine makes every visitor's request
+come from 127.0.0.1, so the address proves nothing. Only with DEBUG on (a
+developer's machine) does a request from the machine itself get through.
 """
 
 from __future__ import annotations
@@ -165,14 +167,14 @@ def _allowed(request) -> bool:
     if token:
         given = request.headers.get("Authorization", "")
         return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
-    return request.META.get("REMOTE_ADDR") in ("127.0.0.1", "::1")
+    return bool(settings.DEBUG) and request.META.get("REMOTE_ADDR") in ("127.0.0.1", "::1")
 
 
 @never_cache
 @require_GET
 def metrics(request):
     if not _allowed(request):
-        return HttpResponse("Metrics are for the operators' monitoring: send the bearer token set in "
-                            "ANCHORGPU_METRICS_TOKEN (or ask from the machine itself when none is set).\n",
+        return HttpResponse("Metrics are for the operators' monitoring: set ANCHORGPU_METRICS_TOKEN on the shop "
+                            "and send it as 'Authorization: Bearer <token>'.\n",
                             status=403, content_type="text/plain; charset=utf-8")
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
