@@ -184,8 +184,9 @@ _ERROR_TEXT = {400: "The request is malformed or invalid.", 401: "No valid API t
                413: "The body is too large.", 415: "The body is not JSON.",
                422: "The Idempotency-Key was used with a different body.",
                429: "Too many attempts from this account or address; wait the Retry-After seconds.",
-               503: "The database could not be reached; nothing was saved. Retry after the Retry-After seconds "
-                    "(with the same Idempotency-Key for an order)."}
+               503: "The database could not be reached; a write may or may not have been saved (an order may have "
+                    "been placed). Retry after the Retry-After seconds with the same Idempotency-Key: it returns "
+                    "the order if it was placed and never makes a second one."}
 
 
 def _responses() -> dict:
