@@ -17,6 +17,7 @@ from anchorgpu.chains.base import ChainUnavailable
 from anchorgpu.chains.evm import EvmWatcher
 from anchorgpu.orders.errors import NotAllowedNow
 from anchorgpu.payments.models import Asset, Quote, Transfer, WatchState
+from anchorgpu.payments.transfers import transfer_record_from_chain
 from anchorgpu.payments.watch import watch_poll
 from tests import shop
 from tests.chains import evm_support as evm
@@ -138,7 +139,10 @@ def test_a_quote_keeps_the_confirmations_it_was_made_with(chain):
 def test_an_operators_record_under_another_index_is_not_credited_twice(chain):
     order = chain.place("usdc-ethereum")
     txid = chain.send(order, order.quote.amount)
-    shop.pay(order, txid=txid, index=57, confirmations=1)  # typed by hand with the block-wide index
+    url = chain.asset("usdc-ethereum").watch_url
+    Asset.objects.filter(code="usdc-ethereum").update(watch_url="")  # typed by hand before the asset was watched,
+    shop.pay(order, txid=txid, index=57, confirmations=1)  # with the block-wide index
+    Asset.objects.filter(code="usdc-ethereum").update(watch_url=url)
     chain.mine(CONFIRMATIONS)
     watch_poll(chain.asset("usdc-ethereum"))
     assert list(Transfer.objects.filter(order=order).values_list("index", "source")) == [(57, "operator")]
@@ -148,8 +152,11 @@ def test_an_operators_record_under_another_index_is_not_credited_twice(chain):
     later = chain.place("usdc-ethereum")
     seen = chain.send(later, later.quote.amount)
     watch_poll(chain.asset("usdc-ethereum"))
-    with pytest.raises(NotAllowedNow, match="already recorded this transaction for this order"):
-        shop.pay(later, txid=seen, index=3)
+    with pytest.raises(NotAllowedNow, match="watched on chain: give the transaction id only"):
+        shop.pay(later, txid=seen, index=3)  # a watched asset's transfers are read from the chain, not typed
+    with pytest.raises(NotAllowedNow, match="already recorded for this order"):
+        transfer_record_from_chain(order=later, txid=seen, actor="operator", watcher=chain.watcher(later.quote.asset))
+    assert Transfer.objects.filter(order=later).count() == 1
 
 
 def test_a_token_contract_with_other_decimals_is_refused(chain, anvil_w3):

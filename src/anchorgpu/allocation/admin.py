@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.orders.states import KEEPS_ITS_BOOKING
 
 from . import selectors, services
 from .errors import AllocationError
@@ -181,6 +182,7 @@ class BookingAdmin(ReadOnlyModelAdmin):
             "bookings": bookings,
             "form": form,
             "from_action": from_action,
+            "kept_states": sorted(state.value for state in KEEPS_ITS_BOOKING),
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "media": self.media + form.media,
         }

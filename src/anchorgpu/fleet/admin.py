@@ -47,8 +47,8 @@ class SiteAdmin(admin.ModelAdmin):
 
 def _stranded_message(bookings) -> str:
     refs = ", ".join(f"#{b.pk}{f' ({b.reference})' if b.reference else ''}" for b in bookings[:10])
-    return _("%(count)d live booking(s) would be stranded: %(refs)s. Move or release them first; for a planned "
-             "window, use “Schedule maintenance”.") % {"count": len(bookings), "refs": refs}
+    return _("%(count)d live booking(s) would be stranded: %(refs)s. End, refund or cancel their orders first (each "
+             "order's admin page has the tools); for a planned window, use “Schedule maintenance”.") % {"count": len(bookings), "refs": refs}
 
 
 class HostAdminForm(forms.ModelForm):

@@ -199,6 +199,9 @@ def order_retry_provisioning(*, order: Order, actor: str, reason: str) -> Order:
         locked = order_lock(order)
         if locked.ends_at <= timezone.now():
             raise NotAllowedNow(_("The term has already ended; refund the order instead."))
+        booking = locked.booking
+        if booking is None or booking.state != booking.State.LIVE or booking.kind != booking.Kind.CONFIRMED:
+            raise NotAllowedNow(_("The order's cards are no longer booked for it; refund the order instead."))
         locked.provisioning_attempts = 0
         locked.last_error = ""
         order_transition(order=locked, to=S.PROVISIONING, actor=actor, reason=reason.strip(),

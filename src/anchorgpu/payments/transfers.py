@@ -155,14 +155,19 @@ def transfer_record_from_chain(*, order: Order, txid: str, actor: str, note: str
         raise NotAllowedNow(_("This transaction already credits order %(ref)s; one transfer credits one order "
                               "once. If it was meant for this order, reassign it from that order's page.")
                             % {"ref": taken.order.reference}, code="txid_already_credited")
+    known = set(Transfer.objects.filter(chain=asset.network, txid=txid, order=order).values_list("index", flat=True))
+    if {seen.index for seen in found.transfers} <= known:
+        raise NotAllowedNow(_("This transaction is already recorded for this order; the watcher follows its "
+                              "confirmations."), code="duplicate_transfer")
     rows = []
     with transaction.atomic():
         for seen in found.transfers:
             row = transfer_observe(order=order, seen=seen, tip=found.tip or 0, actor=actor, now=now)
             if row is not None:
                 rows.append(row)
-        if not rows:
-            raise NotAllowedNow(_("This transaction is already recorded for this order."), code="duplicate_transfer")
+        if not rows:  # the operator's own earlier record under another index stands (see observe._typed_by_hand)
+            raise NotAllowedNow(_("This transaction is already recorded for this order under another index; "
+                                  "correct that record instead."), code="duplicate_transfer")
         audit_record(actor=actor, action="transfer_read_from_chain", obj=order, reason=note.strip(),
                      data={"txid": txid, "outputs": [{"index": s.index, "amount": str(s.amount)}
                                                      for s in found.transfers], "tip": found.tip})

@@ -64,9 +64,20 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
             return "document", _("Credit note %(number)s issued.") % {"number": data.get("credit_note", "")}
         case "refund_address_set":
             return "info", _("Refund address saved.")
-        case "refund_record":
+        case "refund_record" if data.get("verify") == "pending":
+            # Watched on chain: "sent" once the chain shows it (refund_verified).
+            return "payment", _("Refund of %(amount)s %(symbol)s on its way to your refund address; shown as sent "
+                                "once the network has it.") % {
+                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+        case "refund_record" | "refund_verified":
             return "payment", _("Refund sent: %(amount)s %(symbol)s.") % {
                 "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+        case "transfer_reassign" if data.get("to") == order.reference:
+            return "payment", _("A transfer sent to another order's address was meant for this order and now "
+                                "counts for it.")
+        case "transfer_reassign":
+            return "payment", _("A transfer to this order's address was meant for another order and was moved "
+                                "there.")
         case "term_warning":
             return "info", _("Reminder sent: the term ends within 24 hours.")
     return None
