@@ -69,3 +69,15 @@ def pay(order, *, amount: int | None = None, txid: str | None = None, index: int
 def order_for_all_h200(user, *, now: datetime):
     """Another customer takes all 16 H200 cards (the demo fleet's) for a week from ``now``."""
     return place(user, product="h200-141gb", quantity=16, term_days=7, now=now)
+
+
+def activate(order):
+    """Pay ``order`` and prepare its access with the simulated provisioner: an active term."""
+    from anchorgpu.orders.fulfilment import provision_due
+    from anchorgpu.orders.models import Order
+
+    pay(order)
+    provision_due()
+    order = Order.objects.select_related("booking", "quote__asset").get(pk=order.pk)
+    assert order.state == "active", order.state
+    return order
