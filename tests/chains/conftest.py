@@ -44,10 +44,14 @@ def anvil_w3(anvil_url):
     """web3 on the session's anvil node; whatever the test mines is reverted afterwards."""
     w3 = evm_support.anvil_web3(anvil_url)
     snap = evm_support.snapshot(w3)
+    # anvil's revert leaves its fee market where the test left it: after many empty blocks the base fee sinks
+    # to its floor, and a transaction sent again after a reorg gets the very same hash. Put it back too.
+    next_base_fee = w3.eth.fee_history(1, "latest")["baseFeePerGas"][-1]
     try:
         yield w3
     finally:
         evm_support.revert(w3, snap)
+        w3.manager.request_blocking("anvil_setNextBlockBaseFeePerGas", [hex(next_base_fee)])
 
 
 @pytest.fixture

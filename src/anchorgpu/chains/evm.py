@@ -255,6 +255,13 @@ class EvmWatcher(Watcher):
         answers = self.rpc.many([("eth_getBalance", [a, hex(block)]) for a in targets])
         return {a: self._read("balance", coerce.quantity, v) for a, v in zip(targets, answers)}
 
+    def sent_counts(self, addresses: Collection[str], block: int) -> dict[str, int]:
+        """How many transactions each address had sent by ``block`` (its nonce): 0 means no coin can have
+        left it by a transaction of its own (no sweep, no refund from it)."""
+        targets = sorted({a.lower() for a in addresses})
+        answers = self.rpc.many([("eth_getTransactionCount", [a, hex(block)]) for a in targets])
+        return {a: self._read("transaction count", coerce.quantity, v) for a, v in zip(targets, answers)}
+
     # --- a hash the customer pasted ------------------------------------------
 
     def lookup(self, txid: str, address: str) -> TxLookup:

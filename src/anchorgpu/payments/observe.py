@@ -4,6 +4,16 @@ blocks arrive, and its withdrawal when the block holding it was replaced.
 Each function locks the order and ends in ``payment_apply``, the evaluation
 an operator's manual record also goes through, so an order moves the same
 way whichever path a transfer took.
+
+A transfer that had all its confirmations (it *settled*) and is then
+withdrawn was counted by the order: the withdrawal raises the order's chain
+alert (``chain_alerts``) in the same transaction. The withdrawn transfer
+stops counting for new decisions (an evaluation no longer sees it), but the
+order is not moved back: ``payment_apply`` only moves waiting orders, and a
+paid one keeps its state, invoice and access until an operator decides. If
+the transfer is mined again, ``transfer_observe`` restores it and the alert
+says so. The transfer's ``note`` keeps the trail (``settled_moved``,
+``settled_gone``, ``settled_back`` lines).
 """
 
 from __future__ import annotations
@@ -19,11 +29,24 @@ from anchorgpu.chains.base import SeenTransfer
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.transitions import order_lock
 
+from .chain_alerts import chain_alert_raise, chain_alert_resolved
 from .models import Transfer
 from .services import payment_apply
 
 log = logging.getLogger("anchorgpu.watch")
 WATCHER = "chain-watcher"
+# Lines of a transfer's note: it left its block after settling (moved, gone), or came back after going.
+MOVED, GONE, BACK = "settled_moved", "settled_gone", "settled_back"
+BALANCE_SUBJECT = "Deposit address"  # how a balance finding's sentence starts (payments.settled_check)
+
+
+def gone_after_settling(note: str) -> bool:
+    """Whether the transfer's latest withdrawal took away money the order had counted (and it is not back)."""
+    return note.rfind(f"{GONE}:") > note.rfind(f"{BACK}:")
+
+
+def _note_line(row: Transfer, line: str) -> None:
+    row.note = f"{row.note}\n{line}" if row.note else line
 
 
 def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str = WATCHER,
@@ -50,13 +73,30 @@ def transfer_observe(*, order: Order, seen: SeenTransfer, tip: int, actor: str =
             if row is None:
                 return None
         else:
+            returning = row.withdrawn_at is not None and gone_after_settling(row.note)
             changed = _refresh(locked, row, seen, confirmations, actor)
             if changed is None:
                 return row  # nothing changed
             if not changed:
                 return row  # one more confirmation, still short of the required number: the evaluation is the same
+            if returning:
+                _came_back(locked, row, actor, now)
         payment_apply(locked, actor=actor, now=now)
     return row
+
+
+def _came_back(order: Order, row: Transfer, actor: str, now: datetime) -> None:
+    """A transfer taken away after it had settled is on chain again: the alert keeps a trace of it."""
+    required = order.quote.confirmations_required
+    subject = f"{row} back in block {row.block_number} ({row.block_hash})"
+    _note_line(row, f"{BACK}: {now.isoformat()} in block {row.block_number} {row.block_hash}")
+    row.save(update_fields=["note"])
+    others = (Transfer.objects.filter(order=order, withdrawn_at__isnull=False).exclude(pk=row.pk)
+              .values_list("note", flat=True))
+    still_open = any(gone_after_settling(n) for n in others) or BALANCE_SUBJECT in order.chain_alert
+    chain_alert_resolved(order=order, subject=subject, actor=actor, now=now, still_open=still_open,
+                         text=f"Transfer {subject} is on chain again, with {row.confirmations} confirmation(s) of "
+                              f"the {required} required; it counts for the order again once it has them all.")
 
 
 def _typed_by_hand(order: Order, asset, seen: SeenTransfer) -> Transfer | None:
@@ -107,6 +147,10 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
     block = seen.block
     if block is not None and (row.block_hash != block.hash or row.block_number != block.number):
         changes["block"] = {"from": [row.block_number, row.block_hash], "to": [block.number, block.hash]}
+        if row.withdrawn_at is None and row.confirmations >= order.quote.confirmations_required:
+            # Counted by the order, now elsewhere: if it goes from there, that is money the order had counted.
+            _note_line(row, f"{MOVED}: had {row.confirmations} confirmations in block {row.block_number} "
+                            f"{row.block_hash}; now in block {block.number} {block.hash}")
         row.block_number, row.block_hash = block.number, block.hash
     if block is None and row.block_hash and not changes:
         return None  # a mined transfer is not moved back to the mempool by a stale answer
@@ -123,7 +167,7 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
         row.save(update_fields=["note"])
     if not changes:
         return None
-    row.save(update_fields=["withdrawn_at", "block_number", "block_hash", "confirmations"])
+    row.save(update_fields=["withdrawn_at", "block_number", "block_hash", "confirmations", "note"])
     required = order.quote.confirmations_required
     counted = changes.get("confirmations", {}).get("to", 0) >= required > changes.get("confirmations", {}).get("from", 0)
     if set(changes) - {"confirmations"} or counted:
@@ -149,11 +193,21 @@ def transfer_withdraw(*, transfer: Transfer, reason: str, expected: tuple[int | 
         if expected is not None and (row.block_number, row.block_hash) != expected:
             return row
         before = (row.block_number, row.block_hash, row.confirmations)
+        settled = before[2] >= locked.quote.confirmations_required or f"{MOVED}:" in row.note
         row.withdrawn_at, row.confirmations = now, 0
-        row.save(update_fields=["withdrawn_at", "confirmations"])
+        if settled:
+            _note_line(row, f"{GONE}: {now.isoformat()} from block {before[0]} {before[1]}: {reason}")
+        row.save(update_fields=["withdrawn_at", "confirmations", "note"])
         audit_record(actor=actor, action="transfer_withdrawn", obj=locked, reason=reason,
                      data={"transfer": str(row), "block": before[0], "block_hash": before[1],
-                           "confirmations_before": before[2]})
+                           "confirmations_before": before[2], "had_settled": settled})
         log.warning("transfer %s withdrawn from order %s: %s", row, locked.reference, reason)
         payment_apply(locked, actor=actor, now=now)
+        if settled:
+            subject = f"{row} in block {before[0]} ({before[1]})"
+            chain_alert_raise(order=locked, subject=subject, actor=actor, now=now,
+                              data={"transfer": str(row), "amount": str(row.amount), "block": before[0],
+                                    "block_hash": before[1], "confirmations_before": before[2]},
+                              text=f"Transfer {subject}, {row.amount} base units credited to this order with "
+                                   f"{before[2]} confirmation(s), is no longer on chain: {reason}.")
     return row

@@ -1,6 +1,9 @@
 """One poll of one asset's chain: find transfers to the open orders'
 deposit addresses, follow the confirmations of those not yet final, and
-withdraw any whose block was replaced.
+withdraw any whose block was replaced. Settled transfers are looked at
+again too, in bounded batches (``settled_check``): one taken away by a
+reorganisation deeper than its confirmations flags its order for the
+operators.
 
 Reads come first and all together; only when every read succeeded does the
 poll write. A node that is down or answers garbage leaves the orders as they
@@ -22,6 +25,7 @@ from anchorgpu.chains.base import BlockRef, ChainUnavailable, LookupOutcome, See
 
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
+from .settled_check import SettledReads, settled_read, settled_write
 from .watch_config import watcher_for
 
 log = logging.getLogger("anchorgpu.watch")
@@ -55,6 +59,7 @@ class _Reads:
     balances: dict[str, int]
     recent: dict[str, str]
     dropped: set[str] = field(default_factory=set)  # unmined transfers the node no longer knows at all
+    settled: SettledReads = field(default_factory=SettledReads)  # settled transfers and balances checked again
 
 
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
@@ -124,7 +129,8 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     if asset.chain == "evm" and not asset.is_token and by_address and crossed and hasattr(watcher, "balances"):
         balances = watcher.balances(set(by_address), head.number)
     _waiting, dropped = _dropped(asset, watcher, [t for t in unsettled if not t.block_hash and where.get(t.txid) is None])
-    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent, dropped), by_address
+    settled = settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
+    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent, dropped, settled), by_address
 
 
 def _dropped(asset: Asset, watcher: Watcher, rows: list[Transfer] | None = None) -> tuple[list[Transfer], set[str]]:
@@ -213,6 +219,8 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
         again = SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
                              sender=row.sender, block=block)
         _guarded(report, f"update {row}", lambda: transfer_observe(order=row.order, seen=again, tip=tip, now=now))
+    report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, skip=fresh,
+                                      now=now, guarded=lambda what, write: _guarded(report, what, write))
     if reads.balances:
         _note_balances(asset, reads.balances, by_address)
     return retry_from
