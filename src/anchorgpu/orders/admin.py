@@ -35,7 +35,7 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
         (_("Customer"), {"fields": ("name", "email", "company", "country", "billing_address", "vat_id",
                                     "language")}),
         (_("Payment"), {"fields": ("claimed_txid", "claimed_at", "paid_at", "excess", "refund_due",
-                                   "refund_address")}),
+                                   "refund_address", "chain_alert", "chain_alert_at")}),
         (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
                                   "provisioning_attempts", "last_error", "end_warned_at")}),
     )

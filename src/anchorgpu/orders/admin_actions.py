@@ -24,6 +24,7 @@ from anchorgpu.payments import services as payments
 from anchorgpu.payments.models import Refund, Transfer
 
 from . import admin_forms as f
+from . import alert_tool
 from .admin_panels import payment_summary
 from .errors import OrderError
 from .fulfilment import order_retry_provisioning
@@ -62,6 +63,7 @@ TOOLS = {page.name: page for page in (
                 "is fixed. Steps already finished are not repeated.")),
     ToolPage("record_refund", _l("Record a refund"), f.RefundForm, _l("Record the refund"),
              _l("Record a refund you have already sent to the customer's refund address.")),
+    ToolPage(alert_tool.NAME, alert_tool.TITLE, f.ReasonForm, alert_tool.BUTTON, alert_tool.INTRO),
 )}
 
 
@@ -110,6 +112,7 @@ APPLY: dict[str, Callable] = {
     "record_transfer": _apply_transfer, "update_confirmations": _apply_confirmations,
     "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid, "recheck_capacity": _apply_recheck,
     "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
+    alert_tool.NAME: alert_tool.apply_clear,
 }
 
 

@@ -82,6 +82,9 @@ def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
     """In a few words, what the order waits for from the operator."""
     summary = summary or payment_summary(order)
     state = order.order_state
+    if order.chain_alert:  # the most urgent: money counted for the order is gone (payments.chain_alerts)
+        return _("Money counted for this order is no longer on chain: read the chain alert, check the transfer, "
+                 "then clear the alert.")
     if state is S.PAYMENT_CLAIMED:
         hint = _(" (transaction id %(txid)s)") % {"txid": order.claimed_txid} if order.claimed_txid else ""
         return _("The customer says they paid%(hint)s: find the transfer and record it, or mark the claim "
@@ -134,4 +137,6 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("retry_provisioning", _("Retry access preparation")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
+    if order.chain_alert:
+        tools.append(Tool("clear_chain_alert", _("Clear the chain alert")))
     return tools

@@ -13,9 +13,10 @@ from .states import NEEDS_OPERATOR, OrderState
 
 
 def needs_operator() -> Q:
-    """A claimed, short or late payment, a refund owed, or access that failed."""
+    """A claimed, short or late payment, a refund owed, access that failed, or a chain alert (money the
+    watcher had counted is no longer on chain)."""
     return (Q(state__in=[s.value for s in NEEDS_OPERATOR]) | Q(refund_due=True)
-            | Q(state=OrderState.FAILED.value))
+            | Q(state=OrderState.FAILED.value) | ~Q(chain_alert=""))
 
 
 class PaymentQueueManager(models.Manager):
