@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import forms as auth_forms
 from django.test import Client
 from django.urls import reverse
 from django.utils import translation
@@ -74,6 +75,31 @@ def test_fifty_wrong_two_factor_codes_at_once_check_at_most_the_limit(monkeypatc
     assert len(checked) == limit  # not 14 or 23: each code checked took its slot first
     assert statuses.count(400) == limit and statuses.count(429) == 50 - limit
     assert RateEvent.objects.filter(scope="2fa:account").count() == limit
+
+
+def test_fifty_wrong_passwords_at_once_from_one_address_check_at_most_its_limit(monkeypatch):
+    shop.customer()
+    checked, lock = [], threading.Lock()
+    real_authenticate = auth_forms.authenticate
+
+    def counting_authenticate(request=None, **credentials):
+        with lock:
+            checked.append(credentials["username"])
+        return real_authenticate(request, **credentials)
+
+    monkeypatch.setattr(auth_forms, "authenticate", counting_authenticate)
+
+    def attempt(n: int):
+        def job():
+            return Client().post(url("login"), {"username": f"user{n}@example.com", "password": "x"}).status_code
+        return job
+
+    results = run_together([attempt(n) for n in range(50)])
+    statuses = [value for outcome, value in results if outcome == "granted"]
+    limit = LIMITS["login"][0].count
+    assert len(checked) == limit and statuses.count(200) == limit and statuses.count(429) == 50 - limit
+    assert Client(REMOTE_ADDR="198.51.100.7").post(url("login"), {  # another address is not held up
+        "username": "alice@example.com", "password": "correct horse battery"}).status_code == 302
 
 
 def order_body() -> dict:

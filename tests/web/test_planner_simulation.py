@@ -6,7 +6,7 @@ import re
 from urllib.parse import urlencode
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import translation
 
@@ -101,6 +101,16 @@ def test_a_visitor_with_a_simulation_waiting_is_told_to_wait(client, shop_loaded
     assert simulate(client).status_code == 302
     refused = simulate(client, seq_len="128")
     assert refused.status_code == 429 and "already have 1" in refused.content.decode()
+
+
+@override_settings(ANCHORGPU_SIMULATION_PER_REQUESTER=1, ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY=True)
+def test_visitors_behind_the_proxy_each_have_their_own_quota(shop_loaded):
+    def visitor(forwarded: str) -> Client:  # the proxy on the same machine appends the visitor's address
+        return Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=forwarded)
+    assert simulate(visitor("198.51.100.1")).status_code == 302
+    assert simulate(visitor("203.0.113.2"), seq_len="128").status_code == 302  # not the first one's quota
+    spoofed = simulate(visitor("203.0.113.77, 198.51.100.1"), seq_len="256")  # a first hop written by the client
+    assert spoofed.status_code == 429 and SimulationJob.objects.count() == 2
 
 
 def test_a_simulation_only_answers_to_post(client, shop_loaded):
