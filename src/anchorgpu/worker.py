@@ -25,6 +25,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.orders.notify import emails_send_due
     from anchorgpu.payments.claim_check import claims_recheck_due
+    from anchorgpu.payments.refunds import refunds_verify_due
     from anchorgpu.payments.watch import watch_poll_all
     from anchorgpu.simulations.services import jobs_purge_old, jobs_requeue_stale
 
@@ -35,6 +36,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     return [
         ("chains_poll", lambda: watch_poll_all()),
         ("claims_recheck_due", lambda: claims_recheck_due()),
+        ("refunds_verify_due", lambda: refunds_verify_due()),
         ("orders_expire_due", lambda: orders_expire_due()),
         ("hold_expire_due", lambda: hold_expire_due()),
         ("terms_end_due", lambda: terms_end_due()),

@@ -186,7 +186,8 @@ def test_the_worker_runs_every_sweep_once(transactional_db):
     order = shop.place(shop.customer())
     shop.pay(order)
     results = worker.run_once()
-    assert list(results) == ["chains_poll", "claims_recheck_due", "orders_expire_due", "hold_expire_due",
+    assert list(results) == ["chains_poll", "claims_recheck_due", "refunds_verify_due", "orders_expire_due",
+                             "hold_expire_due",
                              "terms_end_due", "provision_due",
                              "terms_warn_due", "emails_send_due", "simulations_requeue_stale",
                              "simulations_purge_old", "rate_events_purge"]

@@ -192,7 +192,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
             _credit(locked, amount=fiat, reason=reason, actor=actor, row=row, now=now)
         note_excess(locked, actor)
     if watched:
-        refund_verify(refund=row, actor=actor, watcher=watcher, now=now)
+        row = refund_verify(refund=row, actor=actor, watcher=watcher, now=now)
     return row
 
 
