@@ -91,7 +91,8 @@ def test_an_account_under_attack_on_a_shop_without_email_waits(settings, client)
         Client(REMOTE_ADDR=f"203.0.113.{n + 1}").post(url("login"), {"username": "alice@example.com", "password": "x"})
     refused = client.post(url("login"), {"username": "alice@example.com", "password": "correct horse battery"})
     assert refused.status_code == 429 and SESSION_KEY not in client.session
-    assert "this shop sends none" in refused.content.decode()
+    assert 1 <= int(refused["Retry-After"]) <= LIMITS["login_account"][0].seconds
+    assert "this shop sends none: try again in 15 minutes" in refused.content.decode()
 
 
 def test_sign_up_and_password_reset(client):

@@ -194,10 +194,10 @@ def rate_count(request, action: str, *, user=None, now: datetime | None = None) 
         RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=now) for limit, key in keyed])
 
 
-def rate_full(request, action: str, *, user=None, now: datetime | None = None) -> bool:
-    """Whether one of the action's windows is full now (read only)."""
+def rate_wait(request, action: str, *, user=None, now: datetime | None = None) -> int:
+    """Seconds until every window of the action has room again; 0 when none is full (read only)."""
     keyed = _keyed(request, action, user)
-    return bool(keyed) and _retry_after(keyed, now or timezone.now()) > 0
+    return _retry_after(keyed, now or timezone.now()) if keyed else 0
 
 
 def refused_page(request, exc: RateLimited, *, template: str = "429.html", context: dict | None = None):

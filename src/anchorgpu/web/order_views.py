@@ -13,6 +13,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from anchorgpu.catalog import offers as offers_selector
@@ -115,10 +116,13 @@ def checkout(request, slug: str):
                 status = _ERROR_STATUS.get(exc.code, 409)
             except RateLimited as exc:
                 minutes = max(1, -(-exc.retry_after // 60))
-                form.add_error(None, _("You have placed as many orders as the shop takes from one account (or "
-                                       "address) in a short time. Nothing was ordered this time; what you typed "
-                                       "is kept: press the button again in %(minutes)d minutes.")
-                               % {"minutes": minutes})
+                form.add_error(None, ngettext(
+                    "You have placed as many orders as the shop takes from one account (or address) in a short "
+                    "time. Nothing was ordered this time; what you typed is kept: press the button again in "
+                    "%(minutes)d minute.",
+                    "You have placed as many orders as the shop takes from one account (or address) in a short "
+                    "time. Nothing was ordered this time; what you typed is kept: press the button again in "
+                    "%(minutes)d minutes.", minutes) % {"minutes": minutes})
                 status, retry_after = 429, exc.retry_after
             else:
                 return redirect("order", reference=order.reference)

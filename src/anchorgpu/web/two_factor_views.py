@@ -18,12 +18,12 @@ from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
-from anchorgpu.ops.ratelimit import RateLimited, rate_count, rate_full, rate_give_back, rate_take, refused_page
+from anchorgpu.ops.ratelimit import RateLimited, rate_count, rate_give_back, rate_take, rate_wait, refused_page
 from anchorgpu.payments.uri import qr_svg
 
 from . import login_guard, totp
@@ -100,8 +100,11 @@ class LoginView(auth_views.LoginView):
         try:
             self.taken = rate_take(request, "login")
         except RateLimited as exc:
-            return self._refused(exc, _("Too many failed log-ins came from your address. Try again in "
-                                        "%(minutes)d minutes.") % {"minutes": _minutes(exc.retry_after)})
+            minutes = _minutes(exc.retry_after)
+            return self._refused(exc, ngettext("Too many failed log-ins came from your address. Try again in "
+                                               "%(minutes)d minute.", "Too many failed log-ins came from your "
+                                               "address. Try again in %(minutes)d minutes.", minutes)
+                                 % {"minutes": minutes})
         return super().post(request, *args, **kwargs)
 
     def _refused(self, exc: RateLimited | None, text: str, status: int = 429):
@@ -121,7 +124,8 @@ class LoginView(auth_views.LoginView):
         request = self.request
         rate_give_back(self.taken)
         user = form.get_user()
-        by_email = confirmed_device(user) is None and rate_full(request, "login_account")
+        wait = rate_wait(request, "login_account") if confirmed_device(user) is None else 0
+        by_email = wait > 0
         if confirmed_device(user) is None and not by_email:
             return super().form_valid(form)
         pending = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
@@ -129,9 +133,14 @@ class LoginView(auth_views.LoginView):
         if by_email:
             sent = login_guard.email_code_send(user=user, pending=pending)
             if sent == login_guard.OFF:
-                return self._refused(None, _("Too many wrong passwords were tried on this account in the last "
-                                             "minutes. To protect it, signing in now needs a code sent by e-mail, "
-                                             "and this shop sends none: try again in 15 minutes."))
+                minutes = _minutes(wait)
+                return self._refused(RateLimited(wait), ngettext(
+                    "Too many wrong passwords were tried on this account in the last minutes. To protect it, "
+                    "signing in now needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d "
+                    "minute.",
+                    "Too many wrong passwords were tried on this account in the last minutes. To protect it, "
+                    "signing in now needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d "
+                    "minutes.", minutes) % {"minutes": minutes})
             if sent == login_guard.FAILED:
                 return self._refused(None, _("We could not send the sign-in code by e-mail just now. Please try "
                                              "again in a few minutes."), status=503)
