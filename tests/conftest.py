@@ -91,6 +91,32 @@ def _default_language_after_each_test():
     translation.activate(settings.LANGUAGE_CODE)
 
 
+def _races_or_faults(item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    transactional = bool(marker and marker.kwargs.get("transaction")) or "transactional_db" in item.fixturenames
+    return transactional and (item.get_closest_marker("db_race") is not None or "/tests/faults/" in str(item.path))
+
+
+@pytest.fixture(autouse=True)
+def _invariants_hold_after_races_and_faults(request):
+    """After every race and fault test, a scan of the whole database (``anchorgpu.orders.invariants``): no
+    order paid, preparing access or active without its live booking, no card booked twice, no transaction
+    credited to two orders without a statement. It runs before the test's data is flushed."""
+    if not _races_or_faults(request.node):
+        yield
+        return
+    request.getfixturevalue("transactional_db")  # set up first, so it is torn down after this check
+    yield
+    from django.db import connection
+
+    from anchorgpu.orders.invariants import invariant_violations
+
+    connection.close()  # a fault test may have cut the connection under the test's feet
+    found = invariant_violations()
+    connection.close()
+    assert not found, f"the database breaks the shop's invariants after {request.node.name}: {found[:10]}"
+
+
 _LOG_AUDIT = None
 
 
