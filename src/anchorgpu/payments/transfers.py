@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
@@ -65,8 +65,18 @@ def _txid(asset: Asset, txid: str) -> str:
         raise InvalidOrder(message(exc), code="bad_txid") from None
 
 
+def _take_turn_on(asset: Asset, txid: str) -> None:
+    """Records of one transaction id take turns, so two operators typing it for two orders at once cannot both
+    find it unrecorded. SQLite's writers already take turns (IMMEDIATE transactions); PostgreSQL locks the id
+    until the transaction ends."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"transfer:{asset.network}:{txid}"])
+
+
 def _refuse_second_credit(order: Order, asset: Asset, txid: str, statement: str) -> None:
     """One transaction id credits one order, once, unless the operator states the outputs."""
+    _take_turn_on(asset, txid)
     recorded = Transfer.objects.filter(chain=asset.network, txid=txid).select_related("order")
     if statement or not recorded.exists():
         return
