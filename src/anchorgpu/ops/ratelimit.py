@@ -85,7 +85,7 @@ def client_address(request) -> str:
     return request.META.get("REMOTE_ADDR", "")
 
 
-def _enabled() -> bool:
+def rate_limits_on() -> bool:
     return bool(getattr(settings, "ANCHORGPU_RATE_LIMITS", True))
 
 
@@ -102,7 +102,7 @@ def _key(limit: Limit, request, user) -> str:
 
 
 def _keyed(request, action: str, user) -> list[tuple[Limit, str]]:
-    if not _enabled():
+    if not rate_limits_on():
         return []
     found = [(limit, key) for limit in LIMITS[action] if (key := _key(limit, request, user))]
     return sorted(found, key=lambda pair: (pair[0].scope, pair[1]))  # one order of locks for everyone

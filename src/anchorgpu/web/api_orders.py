@@ -178,7 +178,7 @@ def _order_create(request):
         except IntegrityError:
             record = None
         if record is not None:  # counted if it creates the order; refused (all rolled back) past the limit
-            order, _created = order_place_limited(request=request, user=user, checkout=checkout)
+            order = order_place_limited(request=request, user=user, checkout=checkout)
             record.order = order
             record.save(update_fields=["order"])
     if record is None:

@@ -108,7 +108,7 @@ def checkout(request, slug: str):
         form = CheckoutForm(request.POST, product=product)
         if form.is_valid():
             try:
-                order, _created = order_place_limited(
+                order = order_place_limited(
                     request=request, user=request.user,
                     checkout=form.checkout(language=translation.get_language() or "en"))
             except OrderError as exc:
