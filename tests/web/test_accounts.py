@@ -173,6 +173,15 @@ def test_password_reset_round_trip(client, mailoutbox, settings):
     assert client.get(link, follow=True).context["validlink"] is False  # used once
 
 
+def test_a_shop_without_email_says_it_sends_no_reset_link(client, mailoutbox, settings):
+    settings.ANCHORGPU_EMAIL_DISABLED = True
+    make_user("ada@example.com")
+    response = client.post("/en/account/reset/", {"email": "ada@example.com"})
+    page = response.content.decode()
+    assert response.status_code == 503 and "cannot send a reset link" in page and 'value="ada@example.com"' in page
+    assert mailoutbox == []
+
+
 def test_password_reset_link_keeps_the_language(client, mailoutbox):
     make_user()
     client.post("/pt/account/reset/", {"email": "ada@example.com"})

@@ -108,6 +108,12 @@ class PasswordResetView(auth_views.PasswordResetView):
     subject_template_name = "accounts/password_reset_subject.txt"
 
     def form_valid(self, form):
+        if getattr(settings, "ANCHORGPU_EMAIL_DISABLED", False):  # no "we sent you a link" that nobody sends
+            form.add_error(None, _("This shop sends no e-mail, so it cannot send a reset link. Write to the shop's "
+                                   "staff from your account's address to have the password reset."))
+            response = self.form_invalid(form)
+            response.status_code = 503
+            return response
         self.extra_email_context = {"site_url": settings.ANCHORGPU_SITE_URL.rstrip("/")}
         return super().form_valid(form)
 
