@@ -156,15 +156,3 @@ def test_a_node_that_lost_the_receipt_of_a_settled_transfer_flags_nothing(chain,
     row = Transfer.objects.get(order=order)
     assert row.withdrawn_at is None and row.rechecked_at is None  # neither gone nor found: asked again later
     assert not fresh(order).chain_alert and not alerts(order)
-
-
-def test_a_settled_transfer_found_where_it_was_credited_is_noted(chain, anvil_w3):
-    order = chain.place("eth")
-    chain.send(order, order.quote.amount)
-    chain.mine(CONFIRMATIONS + 2)
-    chain.poll("eth")
-    assert Transfer.objects.get(order=order).rechecked_at is None
-    chain.mine(1)
-    chain.poll("eth")
-    row = Transfer.objects.get(order=order)
-    assert row.rechecked_at is not None and row.withdrawn_at is None and not fresh(order).chain_alert

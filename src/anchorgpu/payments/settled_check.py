@@ -5,9 +5,11 @@ with a new block re-checks a bounded batch of them, and the native coin
 held by the watched deposit addresses is compared with what settled there.
 
 Which transfers: those the watcher recorded (an operator's record has no
-block to check), not withdrawn, with their quote's confirmations, first
-seen within ``RECHECK_FOR``; at most ``RECHECK_BATCH`` per poll, those
-checked longest ago (or never) first. Deep reorganisations seen on
+block to check), not withdrawn, with their quote's confirmations, recorded
+(credited) within ``RECHECK_FOR`` and not found in place within ``RECHECK_EVERY``;
+at most ``RECHECK_BATCH`` per poll, those checked longest ago (or never)
+first. A node or explorer that fails these reads fails only this check (it
+is logged and shown with the poll's errors): new payments are still found. Deep reorganisations seen on
 proof-of-work chains were over within days, so two weeks is a margin, not a
 guess at the limit. Transfers taken away after settling are watched for the
 same time in case they are mined again (then ``transfer_observe`` restores
@@ -35,21 +37,24 @@ proves nothing; token and Bitcoin transfers rely on the transfer check.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
-from anchorgpu.chains.base import BlockRef, SeenTransfer, Watcher
+from anchorgpu.chains.base import BlockRef, ChainUnavailable, SeenTransfer, Watcher
 from anchorgpu.orders.transitions import order_lock
 
 from .chain_alerts import chain_alert_raise
 from .models import Asset, Quote, Transfer
 from .observe import BALANCE_SUBJECT, GONE, WATCHER, gone_after_settling, transfer_observe, transfer_withdraw
 
+log = logging.getLogger("anchorgpu.watch")
 RECHECK_FOR = timedelta(days=14)
+RECHECK_EVERY = timedelta(minutes=5)  # an explorer without batches pays four requests per Bitcoin transfer
 RECHECK_BATCH = 25
 
 
@@ -85,10 +90,11 @@ class SettledReads:
     short: dict[str, int] = field(default_factory=dict)  # address -> balance, below its settled credit
     sent: dict[str, int] = field(default_factory=dict)  # address -> transactions it sent (its nonce)
     balance_block: int | None = None
+    error: str = ""  # why the reads failed (then nothing else is set)
 
 
 def _recent(asset: Asset, now: datetime):
-    return (Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, seen_at__gte=now - RECHECK_FOR)
+    return (Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, created_at__gte=now - RECHECK_FOR)
             .exclude(block_hash="").exclude(block_number__isnull=True).select_related("order__quote"))
 
 
@@ -96,8 +102,10 @@ def settled_due(asset: Asset, now: datetime) -> tuple[list[Transfer], list[Trans
     """The settled transfers to check in this poll, and those taken away after settling to look for."""
     rows = list(_recent(asset, now).filter(withdrawn_at__isnull=True,
                                            confirmations__gte=F("order__quote__confirmations_required"))
-                .order_by(F("rechecked_at").asc(nulls_first=True), "seen_at", "id")[:RECHECK_BATCH])
-    gone = _recent(asset, now).filter(withdrawn_at__isnull=False, note__contains=f"{GONE}:").order_by("seen_at", "id")
+                .filter(Q(rechecked_at__isnull=True) | Q(rechecked_at__lt=now - RECHECK_EVERY))
+                .order_by(F("rechecked_at").asc(nulls_first=True), "created_at", "id")[:RECHECK_BATCH])
+    gone = (_recent(asset, now).filter(withdrawn_at__isnull=False, note__contains=f"{GONE}:")
+            .order_by("created_at", "id"))
     return rows, [t for t in gone[:RECHECK_BATCH * 4] if gone_after_settling(t.note)][:RECHECK_BATCH]
 
 
@@ -116,7 +124,17 @@ def settled_credit(asset: Asset, by_address: dict[str, Quote]) -> dict[str, int]
 
 def settled_read(asset: Asset, watcher: Watcher, head: BlockRef, now: datetime, *, balances: dict[str, int],
                  by_address: dict[str, Quote]) -> SettledReads:
-    """Every chain read the settled checks need (raises ``ChainUnavailable`` like the other reads)."""
+    """Every chain read the settled checks need. A failed read empties them all, with the reason: nothing is
+    judged from part of the answers."""
+    try:
+        return _settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
+    except ChainUnavailable as exc:
+        log.warning("watch %s: the settled transfers could not be checked: %s", asset.code, exc)
+        return SettledReads(error=str(exc))
+
+
+def _settled_read(asset: Asset, watcher: Watcher, head: BlockRef, now: datetime, *, balances: dict[str, int],
+                  by_address: dict[str, Quote]) -> SettledReads:
     rows, returning = settled_due(asset, now)
     reads = SettledReads(rows=rows, returning=returning)
     txids = {t.txid for t in rows + returning}
@@ -137,6 +155,8 @@ def settled_write(reads: SettledReads, *, asset: Asset, by_address: dict[str, Qu
                   skip: set[tuple[str, int]], now: datetime, guarded) -> int:
     """Act on what ``settled_read`` found; ``guarded(what, write)`` runs each write (the poll's error
     handling). Returns how many transfers were taken away."""
+    if reads.error:
+        return 0  # the poll reports it (PollReport.failures)
     withdrawn = 0
     found = []
     for row in reads.rows:

@@ -219,6 +219,8 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
         again = SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
                              sender=row.sender, block=block)
         _guarded(report, f"update {row}", lambda: transfer_observe(order=row.order, seen=again, tip=tip, now=now))
+    if reads.settled.error:
+        report.failures.append(f"settled transfers not checked: {reads.settled.error}")
     report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, skip=fresh,
                                       now=now, guarded=lambda what, write: _guarded(report, what, write))
     if reads.balances:
