@@ -90,3 +90,11 @@ def test_the_operator_clears_the_alert_with_a_reason(order, admin_client):
     assert not PaymentQueueEntry.objects.filter(pk=order.pk).exists()
     again = admin_client.post(url, {"reason": "twice"})
     assert again.status_code == 200 and "This order has no chain alert to clear." in again.content.decode()
+
+
+def test_metrics_count_the_flagged_orders(order, client, settings):
+    settings.ANCHORGPU_METRICS_TOKEN = "token-for-the-alert-test"
+    auth = {"HTTP_AUTHORIZATION": "Bearer token-for-the-alert-test"}
+    assert "anchorgpu_orders_chain_alert 0.0" in client.get("/metrics", **auth).content.decode()
+    raise_alert(order)
+    assert "anchorgpu_orders_chain_alert 1.0" in client.get("/metrics", **auth).content.decode()

@@ -85,6 +85,10 @@ class ShopCollector:
         for state in OrderState:
             family.add_metric([state.value], counts.get(state.value, 0))
         yield family
+        flagged = GaugeMetricFamily("anchorgpu_orders_chain_alert",
+                                    "Orders flagged because money the watcher had counted is no longer on chain.")
+        flagged.add_metric([], Order.objects.exclude(chain_alert="").count())
+        yield flagged
 
     def _emails(self):
         from anchorgpu.orders.models import OrderEmail
