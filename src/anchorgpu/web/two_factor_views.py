@@ -124,9 +124,10 @@ class LoginView(auth_views.LoginView):
         request = self.request
         rate_give_back(self.taken)
         user = form.get_user()
-        wait = rate_wait(request, "login_account") if confirmed_device(user) is None else 0
+        totp_on = confirmed_device(user) is not None
+        wait = 0 if totp_on else rate_wait(request, "login_account")  # past the account's limit: a code by e-mail
         by_email = wait > 0
-        if confirmed_device(user) is None and not by_email:
+        if not totp_on and not by_email:
             return super().form_valid(form)
         pending = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
                    "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url()}
