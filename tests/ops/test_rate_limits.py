@@ -56,6 +56,21 @@ def test_failed_log_ins_per_address_refuse_that_address_and_keep_what_was_typed(
     assert not RateEvent.objects.filter(key__contains="example.com").exists()  # keys are hashes, never e-mails
 
 
+def test_the_forwarded_address_is_believed_only_when_the_deployment_says_a_proxy_appends_it(client, settings):
+    shop.load_shop()
+    for n in range(LIMITS["login"][0].count):
+        client.post(url("login"), {"username": f"user{n}@example.com", "password": "x"})
+    attempt = {"username": "carol@example.com", "password": "x"}
+    assert settings.ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY is False  # the default
+    assert client.post(url("login"), attempt, HTTP_X_FORWARDED_FOR="192.0.2.44").status_code == 429  # written by it
+    settings.ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = True
+    assert client.post(url("login"), attempt, HTTP_X_FORWARDED_FOR="192.0.2.44").status_code == 200  # the proxy's
+    for n in range(LIMITS["login"][0].count):
+        Client(HTTP_X_FORWARDED_FOR="192.0.2.45").post(url("login"), {"username": f"u{n}@example.com", "password": "x"})
+    behind = Client(HTTP_X_FORWARDED_FOR="192.0.2.44, 192.0.2.45")  # only the last hop, appended by the proxy, counts
+    assert behind.post(url("login"), attempt).status_code == 429
+
+
 def test_ten_wrong_passwords_from_ten_addresses_do_not_keep_the_owner_out(mailoutbox):
     shop.load_shop()
     alice = shop.customer()
