@@ -114,10 +114,15 @@ def test_sign_up_and_password_reset(client):
     shop.load_shop()
     for n in range(LIMITS["signup"][0].count):
         client.post(url("signup"), {"email": f"new{n}@example.com", "password1": "x", "password2": "y"})
-    assert client.post(url("signup"), {"email": "late@example.com"}).status_code == 429
+    late = client.post(url("signup"), {"email": "late@example.com", "name": "Late Comer", "password1": "pw-typed"})
+    assert late.status_code == 429 and int(late["Retry-After"]) > 0
+    page = late.content.decode()  # the form again, with what was typed but the password
+    assert "this was refused. Try again in 60 minutes" in page and 'value="late@example.com"' in page
+    assert 'value="Late Comer"' in page and "pw-typed" not in page
     for _ in range(LIMITS["password_reset"][1].count):
         assert client.post(url("password_reset"), {"email": "alice@example.com"}).status_code == 302
-    assert client.post(url("password_reset"), {"email": "alice@example.com"}).status_code == 429
+    refused = client.post(url("password_reset"), {"email": "alice@example.com"})
+    assert refused.status_code == 429 and 'value="alice@example.com"' in refused.content.decode()
     assert client.get(url("password_reset")).status_code == 200  # only attempts (POSTs) count
 
 

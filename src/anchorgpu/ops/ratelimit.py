@@ -207,8 +207,9 @@ def refused_page(request, exc: RateLimited, *, template: str = "429.html", conte
     return response
 
 
-def rate_limited(action: str):
-    """For a page's view: every POST is an attempt (per the signed-in account where the limit says so)."""
+def rate_limited(action: str, *, again=None):
+    """For a page's view: every POST is an attempt (per the signed-in account where the limit says so).
+    ``again(request, exc)``: the refusal's page, e.g. the form with what was typed (default: 429.html)."""
     def decorate(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
@@ -216,7 +217,7 @@ def rate_limited(action: str):
                 try:
                     rate_take(request, action, user=getattr(request, "user", None))
                 except RateLimited as exc:
-                    return refused_page(request, exc)
+                    return again(request, exc) if again is not None else refused_page(request, exc)
             return view(request, *args, **kwargs)
         return wrapper
     return decorate

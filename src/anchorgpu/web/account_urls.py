@@ -9,7 +9,7 @@ from anchorgpu.ops.ratelimit import rate_limited
 from . import accounts, token_views, two_factor_views
 
 urlpatterns = [
-    path("signup/", rate_limited("signup")(accounts.signup), name="signup"),
+    path("signup/", rate_limited("signup", again=accounts.signup_refused)(accounts.signup), name="signup"),
     path("login/", two_factor_views.LoginView.as_view(), name="login"),  # limits failures itself
     path("login/code/", two_factor_views.login_code, name="login_code"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -18,7 +18,7 @@ urlpatterns = [
         name="password_change"),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(
         template_name="accounts/password_change_done.html"), name="password_change_done"),
-    path("reset/", rate_limited("password_reset")(
+    path("reset/", rate_limited("password_reset", again=accounts.password_reset_refused)(
         accounts.PasswordResetView.as_view(success_url=reverse_lazy("password_reset_done"))), name="password_reset"),
     path("reset/sent/", auth_views.PasswordResetDoneView.as_view(
         template_name="accounts/password_reset_done.html"), name="password_reset_done"),

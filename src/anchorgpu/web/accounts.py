@@ -16,6 +16,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
+from anchorgpu.ops.ratelimit import RateLimited, refused_page
+
 User = get_user_model()
 # The email becomes the username, so it may be no longer than the username column.
 EMAIL_MAX_LENGTH = min(254, User._meta.get_field("username").max_length)
@@ -116,6 +118,19 @@ class PasswordResetView(auth_views.PasswordResetView):
             return response
         self.extra_email_context = {"site_url": settings.ANCHORGPU_SITE_URL.rstrip("/")}
         return super().form_valid(form)
+
+
+def signup_refused(request, exc: RateLimited):
+    """Too many sign-ups from this address: the form again with the e-mail and name typed (never a password)."""
+    form = SignupForm(initial={"email": request.POST.get("email", "")[:EMAIL_MAX_LENGTH],
+                               "name": request.POST.get("name", "")[:NAME_MAX_LENGTH]})
+    return refused_page(request, exc, template="accounts/signup.html",
+                        context={"form": form, "next": safe_next(request) or ""})
+
+
+def password_reset_refused(request, exc: RateLimited):
+    form = EmailPasswordResetForm(initial={"email": request.POST.get("email", "")[:254]})
+    return refused_page(request, exc, template="accounts/password_reset_form.html", context={"form": form})
 
 
 def safe_next(request) -> str | None:
