@@ -179,8 +179,9 @@ def test_paid_with_a_bad_txid_is_refused_per_field(api):
 
 def test_access_is_shown_once_active(api):
     order = place(api)
-    Order.objects.filter(reference=order["reference"]).update(state="active", access_host="h1.example",
-                                                              access_port=2201, access_user="ubuntu")
+    shop.activate(Order.objects.get(reference=order["reference"]))  # the database wants a paid, booked term
+    Order.objects.filter(reference=order["reference"]).update(access_host="h1.example", access_port=2201,
+                                                              access_user="ubuntu")
     assert api.get(order["links"]["self"]).json()["access"] == {"host": "h1.example", "port": 2201,
                                                                  "user": "ubuntu"}
 

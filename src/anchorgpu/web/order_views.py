@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
-from anchorgpu.ops.ratelimit import RateLimited, rate_limited
+from anchorgpu.ops.ratelimit import RateLimited, rate_take
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.services import order_cancel
@@ -164,8 +164,10 @@ def _detail_context(request, order: Order, **extra) -> dict:
     context = {
         "order": order,
         "payable": order.state in ("awaiting_payment", "payment_claimed", "underpaid"),
-        "wants_refund_address": order.refund_due or (order.state in ("underpaid", "paid_late", "expired")
-                                                     and evaluation is not None and evaluation.confirmed_total > 0),
+        # Wherever money was received and could be given back: a settled order can be refunded at any time.
+        "wants_refund_address": order.refund_due or order.state in ("paid", "provisioning", "active", "failed") or (
+            order.state in ("underpaid", "paid_late", "expired") and evaluation is not None
+            and evaluation.confirmed_total > 0),
         "quote": quote,
         "qr_svg": qr_svg(pay_uri) if quote else "",
         "pay_uri": pay_uri,
@@ -204,10 +206,22 @@ def order_status(request, reference: str):
 
 @login_required
 @require_POST
-@rate_limited("claim")
 def order_claim_payment(request, reference: str):
     order = _own_order(request, reference)
-    form = order_forms.ClaimForm(request.POST, chain=order.quote.asset.chain)
+    chain = order.quote.asset.chain
+    try:
+        rate_take(request, "claim", user=request.user)
+    except RateLimited as exc:  # the order page again, with the transaction id typed
+        minutes = max(1, -(-exc.retry_after // 60))
+        messages.error(request, ngettext(
+            "To protect your account and the shop, this was refused. Try again in %(minutes)s minute.",
+            "To protect your account and the shop, this was refused. Try again in %(minutes)s minutes.", minutes)
+            % {"minutes": minutes})
+        typed = order_forms.ClaimForm(initial={"txid": request.POST.get("txid", "")[:100]}, chain=chain)
+        response = render(request, "web/order.html", _detail_context(request, order, claim_form=typed), status=429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
+    form = order_forms.ClaimForm(request.POST, chain=chain)
     if form.is_valid():
         try:
             order = payment_claim(order=order, actor=request.user.get_username(), txid=form.cleaned_data["txid"])
