@@ -10,7 +10,7 @@ import pytest
 from anchorgpu.orders.models import OrderEmail
 from anchorgpu.payments.models import Transfer
 from anchorgpu.payments.watch import BALANCE_EVERY_BLOCKS
-from tests.chains.watch_support import CONFIRMATIONS, ChainShop, fresh
+from tests.chains.watch_support import ChainShop, fresh
 
 pytestmark = pytest.mark.django_db
 
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.django_db
 def chain(anvil_w3, anvil_url, settings):
     settings.ANCHORGPU_OPERATOR_EMAILS = "ops@anchorgpu.example"
     return ChainShop(anvil_w3, url=anvil_url)
-
-
-def paid(chain):
-    order = chain.place("eth")
-    chain.send(order, order.quote.amount)
-    chain.mine(CONFIRMATIONS + 2)
-    chain.poll("eth")
-    assert fresh(order).state == "paid"
-    return order
 
 
 def alerts(order) -> list[OrderEmail]:
@@ -39,7 +30,7 @@ def rpc(w3, method, params):
 
 
 def test_coin_gone_from_an_address_that_never_sent_flags_the_order_once(chain, anvil_w3):
-    order = paid(chain)
+    order = chain.paid()
     address = order.quote.address.lower()  # as the watcher reads addresses
     short = order.quote.amount // 4
     rpc(anvil_w3, "anvil_setBalance", [address, hex(short)])  # the node says the coin is not there
@@ -60,7 +51,7 @@ def test_coin_gone_from_an_address_that_never_sent_flags_the_order_once(chain, a
 
 
 def test_an_address_the_operator_swept_flags_nothing(chain, anvil_w3):
-    order = paid(chain)
+    order = chain.paid()
     sweeper = anvil_w3.to_checksum_address(order.quote.address)
     rpc(anvil_w3, "anvil_impersonateAccount", [sweeper])
     try:

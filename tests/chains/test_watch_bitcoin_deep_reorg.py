@@ -12,7 +12,7 @@ from anchorgpu.orders.models import OrderEmail
 from anchorgpu.payments.models import Transfer
 from anchorgpu.payments.watch import watch_poll
 from tests import shop
-from tests.chains.test_watch_bitcoin_orders import (  # noqa: F401 - the fixtures are used by name
+from tests.chains.test_watch_bitcoin_orders import (  # noqa: F401 - explorer and testnet: fixtures, used by name
     PAYMENT,
     SECOND,
     TO_INDEX_1,
@@ -26,7 +26,7 @@ from tests.chains.watch_support import fresh
 pytestmark = pytest.mark.django_db
 
 
-def test_a_settled_bitcoin_payment_reorganised_away_flags_the_order(explorer, testnet):
+def test_a_settled_bitcoin_payment_reorganised_away_flags_the_order(explorer, testnet):  # noqa: F811
     order = order_for(2_000_000, shop.customer())  # paid by PAYMENT and SECOND, both in block 2500001
     assert watch_poll(testnet, watcher=watcher(explorer)).ok
     assert fresh(order).state == "paid"

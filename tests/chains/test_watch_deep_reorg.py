@@ -16,12 +16,12 @@ from eth_account import Account
 from web3 import Web3
 
 from anchorgpu.audit.models import AuditEntry
-from anchorgpu.chains.evm import EvmWatcher
 from anchorgpu.orders.models import OrderEmail
 from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.payments.models import Transfer
 from anchorgpu.payments.watch import watch_poll
 from tests.chains import evm_support as evm
+from tests.chains.test_watch_edge_cases import LostReceipts
 from tests.chains.watch_support import CONFIRMATIONS, ChainShop, fresh
 
 pytestmark = pytest.mark.django_db
@@ -42,8 +42,8 @@ def alerts(order) -> list[OrderEmail]:
 
 
 def signed_eth(w3: Web3, to: str, amount: int, nonce: int) -> bytes:
-    tx = {"to": Web3.to_checksum_address(to), "value": amount, "nonce": nonce, "gas": 21_000, "chainId": w3.eth.chain_id,
-          "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
+    tx = {"to": Web3.to_checksum_address(to), "value": amount, "nonce": nonce, "gas": 21_000,
+          "chainId": w3.eth.chain_id, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
     return Account.sign_transaction(tx, PAYER_KEY).raw_transaction
 
 
@@ -135,19 +135,8 @@ def test_a_transfer_mined_again_clears_the_alert_with_a_trace(chain, anvil_w3):
     assert "is on chain again" in back.note and f"block {again_in}" in back.note
 
 
-class LostReceipts(EvmWatcher):
-    """A node behind a load balancer whose backend has not seen the receipts."""
-
-    def locate(self, txids):
-        return {txid: None for txid in txids}
-
-
 def test_a_node_that_lost_the_receipt_of_a_settled_transfer_flags_nothing(chain, anvil_w3):
-    order = chain.place("eth")
-    chain.send(order, order.quote.amount)
-    chain.mine(CONFIRMATIONS + 2)
-    chain.poll("eth")
-    assert fresh(order).state == "paid"
+    order = chain.paid()
     chain.mine(1)
     asset = chain.asset("eth")
     report = watch_poll(asset, watcher=LostReceipts.for_web3(anvil_w3, chain_id=asset.chain_id,

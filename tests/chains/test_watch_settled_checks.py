@@ -13,7 +13,7 @@ from anchorgpu.chains.evm import EvmWatcher
 from anchorgpu.payments.models import Transfer
 from anchorgpu.payments.settled_check import RECHECK_EVERY, RECHECK_FOR
 from anchorgpu.payments.watch import watch_poll
-from tests.chains.watch_support import CONFIRMATIONS, ChainShop, fresh
+from tests.chains.watch_support import ChainShop, fresh
 
 pytestmark = pytest.mark.django_db
 
@@ -23,17 +23,8 @@ def chain(anvil_w3, anvil_url):
     return ChainShop(anvil_w3, url=anvil_url)
 
 
-def paid(chain):
-    order = chain.place("eth")
-    chain.send(order, order.quote.amount)
-    chain.mine(CONFIRMATIONS + 2)
-    chain.poll("eth")
-    assert fresh(order).state == "paid"
-    return order
-
-
 def test_a_settled_transfer_is_checked_again_once_its_interval_has_passed(chain):
-    order = paid(chain)
+    order = chain.paid()
     assert Transfer.objects.get(order=order).rechecked_at is None  # settled in this poll: not checked yet
     now = timezone.now()
     chain.mine(1)
@@ -51,7 +42,7 @@ def test_a_settled_transfer_is_checked_again_once_its_interval_has_passed(chain)
 
 
 def test_a_transfer_credited_longer_ago_than_the_window_is_no_longer_checked(chain):
-    order = paid(chain)
+    order = chain.paid()
     Transfer.objects.filter(order=order).update(created_at=timezone.now() - RECHECK_FOR - timedelta(minutes=1))
     chain.mine(1)
     chain.poll("eth")
@@ -66,7 +57,7 @@ class NoReceipts(EvmWatcher):
 
 
 def test_a_node_failing_the_settled_reads_still_finds_new_payments(chain, anvil_w3):
-    settled = paid(chain)
+    settled = chain.paid()
     chain.mine(1)
     newcomer = chain.place("eth")
     chain.send(newcomer, newcomer.quote.amount)

@@ -55,6 +55,16 @@ class ChainShop:
     def mine(self, n: int) -> None:
         evm.mine(self.w3, n)
 
+    def paid(self, code: str = "eth") -> Order:
+        """An order paid in full by one transfer, which has all its confirmations and two more."""
+        order = self.place(code)
+        self.send(order, order.quote.amount)
+        self.mine(CONFIRMATIONS + 2)
+        self.poll(code)
+        order = fresh(order)
+        assert order.state == "paid"
+        return order
+
 
 def fresh(order: Order) -> Order:
     return Order.objects.select_related("quote__asset", "booking").get(pk=order.pk)

@@ -25,10 +25,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
-from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
+from anchorgpu.orders.errors import NotAllowedNow
 from anchorgpu.orders.models import Order, OrderEmail
 from anchorgpu.orders.notify import operator_alert
 from anchorgpu.orders.transitions import order_lock
+
+from .services import need_reason
 
 log = logging.getLogger("anchorgpu.watch")
 
@@ -83,9 +85,7 @@ def chain_alert_resolved(*, order: Order, subject: str, text: str, actor: str, n
 
 def chain_alert_clear(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
     """An operator has checked the alert and clears it, saying why (e.g. "customer paid again, tx …")."""
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
+    reason = need_reason(reason)
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
