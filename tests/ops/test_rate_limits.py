@@ -134,8 +134,10 @@ def test_ive_paid_and_orders_on_the_pages_and_in_the_api(client):
     claim = url("order_claim_payment", reference=order.reference)
     for _ in range(LIMITS["claim"][0].count):
         client.post(claim, {"txid": ""})
-    refused = client.post(claim, {"txid": ""})
+    refused = client.post(claim, {"txid": "a1" * 32})
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    page = refused.content.decode()  # the order page again, with the transaction id typed
+    assert order.reference in page and "this was refused. Try again in 10 minutes" in page and "a1" * 32 in page
 
     _token, secret = api_token_create(user=alice, name="cli")
     api = Client(REMOTE_ADDR="203.0.113.20")
