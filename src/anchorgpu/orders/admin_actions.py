@@ -1,5 +1,7 @@
-"""The operators' payment tools on an order: record a transfer, update its
-confirmations, mark paid or invalid, re-check capacity, record a refund.
+"""The operators' tools on an order: record a transfer (read from the chain
+where the asset is watched), update its confirmations, reassign it to the
+order it was meant for, mark paid or invalid, re-check capacity, retry access
+preparation, end the term now, record a refund and check it on chain.
 
 Each tool is a page with a form; sending it is the confirmation. The page
 calls one payment service with the operator's user name as the actor; a
@@ -18,8 +20,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
+from django.utils.translation import ngettext
 
 from anchorgpu.allocation.errors import AllocationError
+from anchorgpu.payments import refunds, transfers
 from anchorgpu.payments import services as payments
 from anchorgpu.payments.models import Refund, Transfer
 
@@ -28,6 +32,7 @@ from . import alert_tool
 from .admin_panels import payment_summary
 from .errors import OrderError
 from .fulfilment import order_retry_provisioning
+from .lifecycle import order_end_now
 from .models import Order
 
 BACK_TO_QUEUE = "queue"
@@ -44,11 +49,15 @@ class ToolPage:
 
 TOOLS = {page.name: page for page in (
     ToolPage("record_transfer", _l("Record a transfer"), f.TransferForm, _l("Record the transfer"),
-             _l("Record one transfer to this order's deposit address, as the block explorer shows it. The order is "
-                "evaluated again at once. A transfer (network, transaction id, index) can be recorded once, for one "
-                "order.")),
+             _l("Record a transfer to this order's deposit address. Where the asset is watched on chain, give the "
+                "transaction id and the transfer is read from the chain; otherwise type it as the block explorer "
+                "shows it. The order is evaluated again at once. One transaction credits one order, once.")),
     ToolPage("update_confirmations", _l("Update confirmations"), f.ConfirmationsForm, _l("Update"),
              _l("Give the transfer's confirmations as they stand now; the order is evaluated again.")),
+    ToolPage("reassign_transfer", _l("Reassign the transfer"), f.ReassignForm, _l("Move the transfer"),
+             _l("One customer paid another's quote: move this transfer to the order it was meant for. Both orders "
+                "are evaluated again and both audit trails record the move. An order that counts the transfer "
+                "towards its own payment keeps it.")),
     ToolPage("mark_paid", _l("Mark paid"), f.ReasonForm, _l("Accept the payment"),
              _l("Accept the payment as it stands, e.g. when an exchange kept a fee. The cards are secured and the "
                 "invoice issued; if the cards are gone, the order waits for a refund instead.")),
@@ -61,22 +70,59 @@ TOOLS = {page.name: page for page in (
     ToolPage("retry_provisioning", _l("Retry access preparation"), f.ReasonForm, _l("Retry"),
              _l("Send this failed order back to access preparation with a fresh count of attempts, once the cause "
                 "is fixed. Steps already finished are not repeated.")),
+    ToolPage("end_term", _l("End the term now"), f.ReasonForm, _l("End the term"),
+             _l("End this active term at once: access is removed, the machine is wiped and the cards are released "
+                "with the order, which is completed. Nothing is refunded by this; record a refund of part of the "
+                "price afterwards if one is owed.")),
     ToolPage("record_refund", _l("Record a refund"), f.RefundForm, _l("Record the refund"),
-             _l("Record a refund you have already sent to the customer's refund address.")),
+             _l("Record a refund you have already sent, to the customer's refund address or to one they asked "
+                "for in writing. A whole-order refund ends the order: access removed, cards released, invoice "
+                "credited. Where the asset is watched, the refund is checked on chain before the customer is told "
+                "it was sent.")),
+    ToolPage("verify_refund", _l("Check the refund on chain"), f.ConfirmForm, _l("Check now"),
+             _l("Look the refund's transaction up on the chain now: it counts as sent once it pays the refund "
+                "address at least the amount recorded.")),
     ToolPage(alert_tool.NAME, alert_tool.TITLE, f.ReasonForm, alert_tool.BUTTON, alert_tool.INTRO),
 )}
+# Tools about one transfer or one refund of the order (their URLs carry its id).
+PER_TRANSFER = ("update_confirmations", "reassign_transfer")
+PER_REFUND = ("verify_refund",)
 
 
-def _apply_transfer(order, data, actor, transfer):
-    payments.transfer_record(order=order, actor=actor, transfer=payments.TransferInput(
+def _apply_transfer(order, data, actor, item):
+    if "index" not in data:  # the asset is watched: read from the chain
+        rows = transfers.transfer_record_from_chain(order=order, txid=data["txid"], actor=actor, note=data["note"])
+        return ngettext("%(count)d transfer read from the chain is recorded.",
+                        "%(count)d transfers read from the chain are recorded.", len(rows)) % {"count": len(rows)}
+    transfers.transfer_record(order=order, actor=actor, transfer=transfers.TransferInput(
         txid=data["txid"], index=data["index"], amount=data["amount"], confirmations=data["confirmations"],
-        seen_at=data["seen_at"], sender=data["sender"], note=data["note"]))
+        seen_at=data["seen_at"], sender=data["sender"], note=data["note"],
+        shared_statement=data.get("shared_statement") or ""))
     return _("The transfer is recorded.")
 
 
-def _apply_confirmations(order, data, actor, transfer):
-    payments.transfer_confirmations_update(transfer=transfer, confirmations=data["confirmations"], actor=actor)
+def _apply_confirmations(order, data, actor, item):
+    transfers.transfer_confirmations_update(transfer=item, confirmations=data["confirmations"], actor=actor)
     return _("The confirmations are updated.")
+
+
+def _apply_reassign(order, data, actor, item):
+    target = data["to_order"]
+    transfers.transfer_reassign(transfer=item, to_order=target, actor=actor, reason=data["reason"])
+    return _("The transfer now credits order %(ref)s.") % {"ref": target.reference}
+
+
+def _apply_end_term(order, data, actor, item):
+    order_end_now(order=order, actor=actor, reason=data["reason"])
+    return _("The term has ended.")
+
+
+def _apply_verify_refund(order, data, actor, item):
+    row = refunds.refund_verify(refund=item, actor=actor)
+    if row.verified_at is None:
+        raise OrderError(_("The chain does not show this refund paying the address yet (%(status)s).")
+                         % {"status": row.verification.get("status", "?")})
+    return _("The refund is found on chain.")
 
 
 def _apply_mark_paid(order, data, actor, transfer):
@@ -99,19 +145,23 @@ def _apply_retry(order, data, actor, transfer):
     return _("The order is back in access preparation.")
 
 
-def _apply_refund(order, data, actor, transfer):
+def _apply_refund(order, data, actor, item):
     rate = data["rate"] if data["rate_choice"] == Refund.RateChoice.CURRENT else None
-    payments.refund_record(order=order, actor=actor, refund=payments.RefundInput(
+    row = refunds.refund_record(order=order, actor=actor, refund=refunds.RefundInput(
         address=data["address"], amount=data["amount"], rate_choice=data["rate_choice"], txid=data["txid"],
         reason=data["reason"], whole_order=data["scope"] == f.RefundForm.SCOPE_WHOLE, rate=rate,
-        network_fee=data.get("network_fee") or 0))
-    return _("The refund is recorded.")
+        network_fee=data.get("network_fee") or 0, of_price=data["scope"] == f.RefundForm.SCOPE_PRICE,
+        customer_request=data.get("customer_request") or ""))
+    if row.verification.get("status") == "not_watched" or row.verified_at is not None:
+        return _("The refund is recorded.")
+    return _("The refund is recorded; the customer sees it as sent once the chain shows it.")
 
 
 APPLY: dict[str, Callable] = {
     "record_transfer": _apply_transfer, "update_confirmations": _apply_confirmations,
-    "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid, "recheck_capacity": _apply_recheck,
-    "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
+    "reassign_transfer": _apply_reassign, "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid,
+    "recheck_capacity": _apply_recheck, "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
+    "end_term": _apply_end_term, "verify_refund": _apply_verify_refund,
     alert_tool.NAME: alert_tool.apply_clear,
 }
 
@@ -141,11 +191,13 @@ class OrderToolsMixin:
     def get_urls(self):
         prefix = f"{Order._meta.app_label}_{Order._meta.model_name}"
         wrap = self.admin_site.admin_view
-        urls = [path("<path:object_id>/transfers/<int:transfer_id>/confirmations/",
-                     wrap(self.tool_view), {"tool": "update_confirmations"},
-                     name=f"{prefix}_update_confirmations")]
+        slug = {"update_confirmations": "confirmations"}
+        urls = [path(f"<path:object_id>/transfers/<int:item_id>/{slug.get(name, name.replace('_', '-'))}/",
+                     wrap(self.tool_view), {"tool": name}, name=f"{prefix}_{name}") for name in PER_TRANSFER]
+        urls += [path(f"<path:object_id>/refunds/<int:item_id>/{name.replace('_', '-')}/", wrap(self.tool_view),
+                      {"tool": name}, name=f"{prefix}_{name}") for name in PER_REFUND]
         urls += [path(f"<path:object_id>/{name.replace('_', '-')}/", wrap(self.tool_view), {"tool": name},
-                      name=f"{prefix}_{name}") for name in TOOLS if name != "update_confirmations"]
+                      name=f"{prefix}_{name}") for name in TOOLS if name not in PER_TRANSFER + PER_REFUND]
         return [*urls, *super().get_urls()]
 
     def _back(self, request, order: Order) -> str:
@@ -156,7 +208,17 @@ class OrderToolsMixin:
             return reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist")
         return reverse(self.tool_url_name("change"), args=[order.pk])
 
-    def tool_view(self, request, object_id, tool, transfer_id=None):
+    def _item(self, tool: str, order: Order, item_id):
+        """The transfer or refund a per-item tool is about (None when it is not the order's)."""
+        model = Transfer if tool in PER_TRANSFER else Refund
+        return model.objects.filter(pk=item_id, order=order).first()
+
+    def _form_class(self, tool: str, order: Order):
+        if tool == "record_transfer" and transfers.is_watched(order.quote.asset):
+            return f.ChainTransferForm
+        return TOOLS[tool].form
+
+    def tool_view(self, request, object_id, tool, item_id=None):
         if not self.may_operate(request):
             raise PermissionDenied
         order = Order.objects.filter(pk=object_id).select_related("quote__asset").first() \
@@ -168,19 +230,21 @@ class OrderToolsMixin:
                               messages.WARNING)
             return HttpResponseRedirect(reverse(self.tool_url_name("change"), args=[order.pk]))
         spec = TOOLS[tool]
-        transfer = None
-        if transfer_id is not None:
-            transfer = Transfer.objects.filter(pk=transfer_id, order=order).first()
-            if transfer is None:
-                self.message_user(request, _("That transfer is not recorded for this order."), messages.WARNING)
+        item = None
+        if item_id is not None:
+            item = self._item(tool, order, item_id)
+            if item is None:
+                self.message_user(request, _("That transfer or refund is not recorded for this order."),
+                                  messages.WARNING)
                 return HttpResponseRedirect(self._back(request, order))
         initial = _refund_initial(order) if tool == "record_refund" else {}
-        if transfer is not None:
-            initial["confirmations"] = transfer.confirmations
-        form = spec.form(request.POST if request.method == "POST" else None, order=order, initial=initial)
+        if tool == "update_confirmations":
+            initial["confirmations"] = item.confirmations
+        form = self._form_class(tool, order)(request.POST if request.method == "POST" else None, order=order,
+                                              initial=initial)
         if form.is_bound and form.is_valid():
             try:
-                done = APPLY[tool](order, form.cleaned_data, request.user.get_username(), transfer)
+                done = APPLY[tool](order, form.cleaned_data, request.user.get_username(), item)
             except (OrderError, AllocationError) as exc:
                 form.add_error(None, getattr(exc, "message", None) or str(exc))
             else:
@@ -198,7 +262,8 @@ class OrderToolsMixin:
             "order": order,
             "object": order,  # for the breadcrumbs of admin/anchorgpu/object_tool.html
             "tool": spec,
-            "transfer": transfer,
+            "transfer": item if tool in PER_TRANSFER else None,
+            "refund": item if tool in PER_REFUND else None,
             "summary": summary,
             "form": form,
             "back_url": self._back(request, order),

@@ -15,7 +15,7 @@ from anchorgpu.fleet.admin import UTCSplitDateTimeField
 from anchorgpu.payments.address_check import AddressCheckError, check_address
 from anchorgpu.payments.fields import MAX_DIGITS
 from anchorgpu.payments.models import Refund
-from anchorgpu.payments.services import SEEN_AT_SLACK
+from anchorgpu.payments.transfers import SEEN_AT_SLACK
 from anchorgpu.payments.txids import TxIdError, normalise_txid
 
 from .models import Order
@@ -99,6 +99,12 @@ class TransferForm(OrderForm):
                              help_text=_("Optional. A refund is never sent back there."))
     note = forms.CharField(label=_("Note"), required=False, max_length=2000,
                            widget=forms.Textarea(attrs={"rows": 2, "cols": 60}))
+    shared_statement = forms.CharField(
+        label=_("Statement, only if this one transaction pays several orders"), required=False, max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text=_("Leave empty. A transaction already credited to an order is refused; fill this in only when "
+                    "the explorer shows it paying several of our deposit addresses: which output pays which order. "
+                    "It is kept with the transfer and in the audit log."))
 
     def clean_txid(self):
         return self._txid(self.cleaned_data["txid"])
@@ -119,6 +125,33 @@ class TransferForm(OrderForm):
             raise ValidationError(str(exc)) from None
 
 
+class ChainTransferForm(OrderForm):
+    """For an asset watched on chain: the transaction id only; the rest is read from the chain."""
+
+    txid = TxidField(help_text=_("The amount, the recipient, the token contract and the confirmations are read "
+                                 "from the chain."))
+    note = forms.CharField(label=_("Note"), required=False, max_length=2000,
+                           widget=forms.Textarea(attrs={"rows": 2, "cols": 60}))
+
+    def clean_txid(self):
+        return self._txid(self.cleaned_data["txid"])
+
+
+class ReassignForm(OrderForm):
+    to_reference = forms.CharField(label=_("Order it was meant for"), max_length=16,
+                                   help_text=_("Its reference, e.g. AG-7K3M9Q2P. It must be quoted in the same "
+                                               "asset."))
+    reason = _reason_field()
+
+    def clean_to_reference(self):
+        reference = self.cleaned_data["to_reference"].strip().upper()
+        target = Order.objects.filter(reference=reference).select_related("quote__asset").first()
+        if target is None:
+            raise ValidationError(_("No order has that reference."))
+        self.cleaned_data["to_order"] = target
+        return reference
+
+
 class ConfirmationsForm(OrderForm):
     confirmations = forms.IntegerField(label=_("Confirmations"), min_value=0, max_value=DB_INT_MAX,
                                        help_text=_("As the block explorer shows them now. They only grow."))
@@ -133,15 +166,22 @@ class ConfirmForm(OrderForm):
 
 
 class RefundForm(OrderForm):
-    SCOPE_EXCESS, SCOPE_WHOLE = "excess", "whole"
+    SCOPE_EXCESS, SCOPE_WHOLE, SCOPE_PRICE = "excess", "whole", "price"
 
     scope = forms.ChoiceField(label=_("What is refunded"), widget=forms.RadioSelect, choices=[
         (SCOPE_EXCESS, _("Only money received beyond the quote: the order stands")),
-        (SCOPE_WHOLE, _("The whole order: it ends as refunded and its invoice is credited")),
+        (SCOPE_PRICE, _("Part of the price: the order stands, and a credit note of the refund's value is issued")),
+        (SCOPE_WHOLE, _("The whole order: it ends as refunded, its access is removed, its cards are released and "
+                        "its invoice is credited")),
     ])
     address = forms.CharField(label=_("Sent to"), max_length=100,
-                              help_text=_("The address you sent the refund to: it must be the customer's refund "
-                                          "address shown above."))
+                              help_text=_("The address you sent the refund to: the customer's refund address shown "
+                                          "above, or one they asked for in writing."))
+    customer_request = forms.CharField(
+        label=_("The customer's written request"), required=False, max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text=_("Needed when the address is not the one on the order page: where and when the customer asked "
+                    "for it (e.g. their email of 2026-12-01 from the order's address)."))
     amount = BaseUnitsInput(help_text=_("What you sent back, in base units."))
     network_fee = BaseUnitsInput(label=_("Network fee"), required=False, allow_zero=True,
                                  help_text=_("Base units the network took out of the customer's money, if the fee "

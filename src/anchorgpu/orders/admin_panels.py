@@ -135,6 +135,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))
     if state is S.FAILED:
         tools.append(Tool("retry_provisioning", _("Retry access preparation")))
+    if state is S.ACTIVE:
+        tools.append(Tool("end_term", _("End the term now")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
     if order.chain_alert:
