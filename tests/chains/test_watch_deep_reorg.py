@@ -133,6 +133,12 @@ def test_a_transfer_mined_again_clears_the_alert_with_a_trace(chain, anvil_w3):
     assert txid in cleared.data["alert_was"] and cleared.actor == "chain-watcher"
     gone, back = alerts(order)
     assert "is on chain again" in back.note and f"block {again_in}" in back.note
+    assert "it counts for the order again." in back.note
+    mail.outbox.clear()
+    emails_send_due()
+    told = [m for m in mail.outbox if "ops@anchorgpu.example" in m.to]
+    assert len(told) == 2 and all("resolved" in m.subject for m in told)  # sent after it came back
+    assert any("The order has no open chain alert now." in m.body and "on chain again" in m.body for m in told)
 
 
 def test_a_node_that_lost_the_receipt_of_a_settled_transfer_flags_nothing(chain, anvil_w3):

@@ -94,9 +94,11 @@ def _came_back(order: Order, row: Transfer, actor: str, now: datetime) -> None:
     others = (Transfer.objects.filter(order=order, withdrawn_at__isnull=False).exclude(pk=row.pk)
               .values_list("note", flat=True))
     still_open = any(gone_after_settling(n) for n in others) or BALANCE_SUBJECT in order.chain_alert
+    counts = ("it counts for the order again" if row.confirmations >= required
+              else "it counts for the order again once it has them all")
     chain_alert_resolved(order=order, subject=subject, actor=actor, now=now, still_open=still_open,
                          text=f"Transfer {subject} is on chain again, with {row.confirmations} confirmation(s) of "
-                              f"the {required} required; it counts for the order again once it has them all.")
+                              f"the {required} required: {counts}.")
 
 
 def _typed_by_hand(order: Order, asset, seen: SeenTransfer) -> Transfer | None:
