@@ -207,6 +207,9 @@ def transfer_withdraw(*, transfer: Transfer, reason: str, expected: tuple[int | 
         payment_apply(locked, actor=actor, now=now)
         if settled:
             subject = f"{row} in block {before[0]} ({before[1]})"
+            times = row.note.count(f"{GONE}:")
+            if times > 1:  # back in the same block since, and gone again: news, not the same finding
+                subject += f" (taken away {times} times)"
             chain_alert_raise(order=locked, subject=subject, actor=actor, now=now,
                               data={"transfer": str(row), "amount": str(row.amount), "block": before[0],
                                     "block_hash": before[1], "confirmations_before": before[2]},
