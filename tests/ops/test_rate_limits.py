@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from anchorgpu.ops.models import RateEvent
+from anchorgpu.ops.models import RateEvent, RateKey
 from anchorgpu.ops.ratelimit import LIMITS, rate_events_purge
 from anchorgpu.orders.models import Order
 from anchorgpu.web.api_tokens import api_token_create
@@ -200,4 +200,7 @@ def test_old_attempts_stop_counting_and_are_purged():
     now = timezone.now()
     RateEvent.objects.create(scope="login:address", key="k", at=now - timedelta(days=2))
     RateEvent.objects.create(scope="login:address", key="k", at=now)
+    RateKey.objects.create(scope="login:address", key="old", used_at=now - timedelta(days=2))
+    RateKey.objects.create(scope="login:address", key="k", used_at=now)
     assert rate_events_purge(now=now) == 1 and RateEvent.objects.count() == 1
+    assert list(RateKey.objects.values_list("key", flat=True)) == ["k"]  # a key unused for a day goes too
