@@ -65,3 +65,26 @@ def test_an_address_the_operator_swept_flags_nothing(chain, anvil_w3):
     order = fresh(order)
     assert order.chain_alert == "" and not alerts(order)
     assert Transfer.objects.get(order=order).rechecked_at is not None  # the transfer itself was found in place
+
+
+def test_a_reassigned_transfer_is_counted_at_the_address_it_was_paid_to(chain, anvil_w3):
+    """Bob paid Alice's quote; the operator moved the transfer to Bob's order. The coin is still at Alice's
+    address: Bob's address is not short of it, and Alice's holds nothing unattributed."""
+    from anchorgpu.payments.models import Quote
+    from anchorgpu.payments.transfers import transfer_reassign
+    from tests import shop
+    from tests.chains.watch_support import CONFIRMATIONS
+
+    alice = shop.place(chain.customer, asset="eth", quantity=2)
+    bob = shop.place(shop.customer("bob@example.com"), asset="eth")
+    chain.send(alice, bob.quote.amount)
+    chain.mine(CONFIRMATIONS)
+    chain.poll("eth")
+    assert fresh(alice).state == "underpaid"
+    transfer_reassign(transfer=Transfer.objects.get(order=alice), to_order=bob, actor="operator",
+                      reason="Bob's payment, sent to Alice's quote")
+    assert fresh(bob).state == "paid"
+    chain.mine(BALANCE_EVERY_BLOCKS)
+    assert chain.poll("eth").ok
+    assert fresh(bob).chain_alert == "" and not alerts(bob) and not alerts(alice)
+    assert Quote.objects.get(order=alice).unattributed == 0

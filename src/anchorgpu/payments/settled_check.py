@@ -109,17 +109,26 @@ def settled_due(asset: Asset, now: datetime) -> tuple[list[Transfer], list[Trans
     return rows, [t for t in gone[:RECHECK_BATCH * 4] if gone_after_settling(t.note)][:RECHECK_BATCH]
 
 
+def credited_by_address(asset: Asset, by_address: dict[str, Quote], *, settled_only: bool = False) -> dict[str, int]:
+    """Base units credited per watched address (lowercased), counted where the money went: a transfer
+    reassigned to another order (``Transfer.paid_to``) still sits at the address it was paid to.
+    ``settled_only``: only the watcher's transfers with all their confirmations."""
+    addresses = {q.address for q in by_address.values()}
+    rows = Transfer.objects.filter(asset=asset, withdrawn_at__isnull=True).filter(
+        Q(paid_to="", order_id__in=[q.order_id for q in by_address.values()]) | Q(paid_to__in=addresses))
+    if settled_only:
+        rows = rows.filter(source=Transfer.Source.WATCHER,
+                           confirmations__gte=F("order__quote__confirmations_required"))
+    totals: dict[str, int] = {}
+    for paid_to, own, amount in rows.values_list("paid_to", "order__quote__address", "amount"):
+        address = (paid_to or own).lower()
+        totals[address] = totals.get(address, 0) + int(amount)  # amounts are stored as digits
+    return totals
+
+
 def settled_credit(asset: Asset, by_address: dict[str, Quote]) -> dict[str, int]:
     """Base units the watcher credited per watched address with all their confirmations (not withdrawn)."""
-    address_of = {q.order_id: a for a, q in by_address.items()}
-    totals: dict[str, int] = {}
-    rows = (Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
-                                    order_id__in=list(address_of),
-                                    confirmations__gte=F("order__quote__confirmations_required"))
-            .values_list("order_id", "amount"))
-    for order_id, amount in rows:
-        totals[address_of[order_id]] = totals.get(address_of[order_id], 0) + int(amount)
-    return totals
+    return credited_by_address(asset, by_address, settled_only=True)
 
 
 def settled_read(asset: Asset, watcher: Watcher, head: BlockRef, now: datetime, *, balances: dict[str, int],

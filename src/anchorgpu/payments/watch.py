@@ -25,7 +25,7 @@ from anchorgpu.chains.base import BlockRef, ChainUnavailable, LookupOutcome, See
 
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
-from .settled_check import SettledReads, settled_read, settled_write
+from .settled_check import SettledReads, credited_by_address, settled_read, settled_write
 from .watch_config import watcher_for
 
 log = logging.getLogger("anchorgpu.watch")
@@ -244,7 +244,7 @@ def _guarded(report: PollReport, what: str, write) -> bool:
 def _note_balances(asset: Asset, balances: dict[str, int], by_address: dict[str, Quote]) -> None:
     """Coin at an address beyond the transfers found (a contract's internal transfer, which no block's
     transaction list shows) is set on the quote for an operator to attribute."""
-    credited = _credited(asset, by_address)
+    credited = credited_by_address(asset, by_address)
     for address, balance in balances.items():
         quote = by_address.get(address)
         if quote is None:
@@ -254,16 +254,6 @@ def _note_balances(asset: Asset, balances: dict[str, int], by_address: dict[str,
             if unattributed:
                 log.warning("watch %s: %s holds %s more than its transfers found", asset.code, address, unattributed)
             Quote.objects.filter(pk=quote.pk).update(unattributed=unattributed)
-
-
-def _credited(asset: Asset, by_address: dict[str, Quote]) -> dict[str, int]:
-    """Base units recorded per address (amounts are stored as digits, so they are summed here)."""
-    address_of = {q.order_id: a for a, q in by_address.items()}
-    totals: dict[str, int] = {}
-    rows = Transfer.objects.filter(asset=asset, withdrawn_at__isnull=True, order_id__in=list(address_of))
-    for order_id, amount in rows.values_list("order_id", "amount"):
-        totals[address_of[order_id]] = totals.get(address_of[order_id], 0) + int(amount)
-    return totals
 
 
 def _save_state(state: WatchState, report: PollReport, now: datetime, started: float, watcher) -> None:
