@@ -98,3 +98,14 @@ def test_metrics_count_the_flagged_orders(order, client, settings):
     assert "anchorgpu_orders_chain_alert 0.0" in client.get("/metrics", **auth).content.decode()
     raise_alert(order)
     assert "anchorgpu_orders_chain_alert 1.0" in client.get("/metrics", **auth).content.decode()
+
+
+def test_a_flagged_paid_order_waits_for_the_operator_before_access_is_prepared(order):
+    from anchorgpu.orders.fulfilment import provision_due
+    from anchorgpu.payments.chain_alerts import chain_alert_clear
+
+    shop.pay(order, txid=shop.TXID_EVM)
+    raise_alert(order)
+    assert provision_due() == 0 and Order.objects.get(pk=order.pk).state == "paid"
+    chain_alert_clear(order=order, actor="operator", reason="the customer paid again; transfer checked")
+    assert provision_due() == 1 and Order.objects.get(pk=order.pk).state == "active"

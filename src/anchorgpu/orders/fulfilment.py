@@ -73,13 +73,16 @@ class _StepFailed(Exception):
 
 
 def _due(now: datetime) -> Q:
+    # A chain alert (money counted for the order is gone from the chain) holds access until an operator decides.
     return ((Q(state=S.PAID.value, starts_at__lte=now + LEAD_TIME) | Q(state=S.PROVISIONING.value))
-            & Q(ends_at__gt=now))
+            & Q(ends_at__gt=now) & Q(chain_alert=""))
 
 
 def _is_due(order: Order, now: datetime) -> bool:
     if order.ends_at <= now:
         return False  # the term is over; ``lifecycle.terms_end_due`` reports it
+    if order.chain_alert:
+        return False
     if order.state == S.PAID.value:
         return order.starts_at <= now + LEAD_TIME
     return order.state == S.PROVISIONING.value
