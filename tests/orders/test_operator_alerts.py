@@ -104,7 +104,7 @@ def test_a_flagged_paid_order_waits_for_the_operator_before_access_is_prepared(o
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.payments.chain_alerts import chain_alert_clear
 
-    shop.pay(order, txid=shop.TXID_EVM)
+    shop.pay(order, txid=shop.TXID_EVM, confirmations=order.quote.confirmations_required)
     raise_alert(order)
     assert provision_due() == 0 and Order.objects.get(pk=order.pk).state == "paid"
     chain_alert_clear(order=order, actor="operator", reason="the customer paid again; transfer checked")
