@@ -102,6 +102,33 @@ def test_fifty_wrong_passwords_at_once_from_one_address_check_at_most_its_limit(
         "username": "alice@example.com", "password": "correct horse battery"}).status_code == 302
 
 
+def test_thirty_wrong_passwords_at_once_on_one_account_leave_at_most_ten_unguarded(monkeypatch):
+    """From thirty addresses (no address limit is reached): each attempt takes the account's slot before its
+    password is checked, so only the first ten can find the window open; a right password among the others
+    would have needed the e-mailed code."""
+    shop.customer()
+    waits, lock = [], threading.Lock()
+    real_note = two_factor_views.rate_note
+
+    def watching_note(request, action, **kwargs):
+        taken, wait = real_note(request, action, **kwargs)
+        with lock:
+            waits.append(wait)
+        return taken, wait
+
+    monkeypatch.setattr(two_factor_views, "rate_note", watching_note)
+
+    def guess(n: int):
+        def job():
+            return Client(REMOTE_ADDR=f"203.0.113.{n + 1}").post(
+                url("login"), {"username": "alice@example.com", "password": f"guess-{n}"}).status_code
+        return job
+
+    results = run_together([guess(n) for n in range(30)])
+    assert [value for _outcome, value in results] == [200] * 30
+    assert len(waits) == 30 and waits.count(0) == LIMITS["login_account"][0].count
+
+
 def order_body() -> dict:
     return {"product": "h100-sxm-80gb", "quantity": 1, "term": 3, "start": None, "environment": "pytorch-cuda124",
             "options": [], "name": "Alice Example", "email": "alice@example.com", "company": "", "country": "PT",

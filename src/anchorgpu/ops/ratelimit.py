@@ -16,8 +16,10 @@ and at most the limit get through. Three ways to use it:
 * ``rate_turn``, inside the caller's transaction, locks the keys and lets the caller decide
   (``check``) and count (``count``) with the lock held: an order is counted only once it is created,
   and a repeated request for an order that exists is answered without deciding anything.
-* ``rate_count`` records a failure without deciding (failed log-ins per account, which never refuse:
-  see ``web.login_guard``).
+* ``rate_note`` records the attempt under the same lock without refusing it, and says whether the
+  window was already full: failed log-ins per account never lock the account, but past the limit a
+  right password needs a second factor (``web.login_guard``); taking the slot before the password is
+  checked means concurrent guesses cannot all pass while the window still looks open.
 
 Behind a proxy every request comes from the proxy's address; the visitor's is then taken from
 ``X-Forwarded-For`` only when the deployment says a proxy is there (``ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY``,
@@ -182,18 +184,13 @@ def rate_give_back(taken: list[int]) -> None:
         RateEvent.objects.filter(pk__in=taken).delete()
 
 
-def rate_count(request, action: str, *, user=None, now: datetime | None = None) -> None:
-    """Record a failed attempt without deciding anything."""
-    keyed = _keyed(request, action, user)
-    if keyed:
-        now = now or timezone.now()
-        RateEvent.objects.bulk_create([RateEvent(scope=limit.scope, key=key, at=now) for limit, key in keyed])
-
-
-def rate_wait(request, action: str, *, user=None, now: datetime | None = None) -> int:
-    """Seconds until every window of the action has room again; 0 when none is full (read only)."""
-    keyed = _keyed(request, action, user)
-    return _retry_after(keyed, now or timezone.now()) if keyed else 0
+def rate_note(request, action: str, *, user=None, now: datetime | None = None) -> tuple[list[int], int]:
+    """Record this attempt without refusing it; returns its records (for ``rate_give_back``) and how many
+    seconds the action's windows were already full for (0: they had room)."""
+    with transaction.atomic():
+        turn = rate_turn(request, action, user=user, now=now)
+        wait = _retry_after(turn.keyed, turn.now) if turn.keyed else 0
+        return turn.count(), wait
 
 
 def refused_page(request, exc: RateLimited, *, template: str = "429.html", context: dict | None = None):

@@ -1,6 +1,8 @@
 """Log-in under attack: lock the guessing, not the account.
 
-Failed log-ins are counted per address and per account (``ops.ratelimit``). An address past its limit
+Failed log-ins are counted per address and per account (``ops.ratelimit``); each attempt takes both slots
+before its password is checked and a right password gives them back, so guesses sent at once are decided
+one after the other too. An address past its limit
 (20 failures in 15 minutes) is refused: that is the guesser. An account past its limit (10 failures in
 15 minutes, from anywhere) is not locked, since ten wrong passwords from ten addresses would then keep
 its owner out: its password is still checked, and a right one does not sign in by itself. An account

@@ -23,7 +23,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
-from anchorgpu.ops.ratelimit import RateLimited, rate_count, rate_give_back, rate_take, rate_wait, refused_page
+from anchorgpu.ops.ratelimit import RateLimited, rate_give_back, rate_note, rate_take, refused_page
 from anchorgpu.payments.uri import qr_svg
 
 from . import login_guard, totp
@@ -91,20 +91,23 @@ class LoginView(auth_views.LoginView):
     """The password step. An account with two-factor on is not signed in here: the session only remembers
     that the password was right, for a few minutes, and the code step finishes the sign-in. So it is for an
     account past its limit of failed log-ins, with a code sent by e-mail (``login_guard``). Each attempt takes
-    a slot of the address's limit before the password is checked; a right password gives it back."""
+    a slot of the address's limit (refused past it) and one of the account's (never refused) before the
+    password is checked; a right password gives both back."""
 
     template_name = "accounts/login.html"
     authentication_form = EmailLoginForm
 
     def post(self, request, *args, **kwargs):
         try:
-            self.taken = rate_take(request, "login")
+            self.taken = rate_take(request, "login")  # the address's slot: refused past its limit
         except RateLimited as exc:
             minutes = _minutes(exc.retry_after)
             return self._refused(exc, ngettext("Too many failed log-ins came from your address. Try again in "
                                                "%(minutes)d minute.", "Too many failed log-ins came from your "
                                                "address. Try again in %(minutes)d minutes.", minutes)
                                  % {"minutes": minutes})
+        # The account's slot, never refused: whether its window was full decides the second factor below.
+        self.account_taken, self.account_wait = rate_note(request, "login_account")
         return super().post(request, *args, **kwargs)
 
     def _refused(self, exc: RateLimited | None, text: str, status: int = 429):
@@ -116,16 +119,12 @@ class LoginView(auth_views.LoginView):
             response["Retry-After"] = str(exc.retry_after)
         return response
 
-    def form_invalid(self, form):
-        rate_count(self.request, "login_account")  # the address's slot stays taken
-        return super().form_invalid(form)
-
     def form_valid(self, form):
         request = self.request
-        rate_give_back(self.taken)
+        rate_give_back(self.taken + self.account_taken)  # a right password is not a failed log-in
         user = form.get_user()
         totp_on = confirmed_device(user) is not None
-        wait = 0 if totp_on else rate_wait(request, "login_account")  # past the account's limit: a code by e-mail
+        wait = 0 if totp_on else self.account_wait  # past the account's limit: a code by e-mail
         by_email = wait > 0
         if not totp_on and not by_email:
             return super().form_valid(form)
