@@ -46,7 +46,7 @@ def test_failed_log_ins_per_address_refuse_that_address_and_keep_what_was_typed(
     refused = client.post(url("login"), {"username": "alice@example.com", "password": "correct horse battery"})
     assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= LIMITS["login"][0].seconds
     page = refused.content.decode()
-    assert "Too many failed log-ins came from your address" in page
+    assert "Too many failed log-ins came from your IP address" in page
     assert 'value="alice@example.com"' in page and "correct horse battery" not in page
     # Someone else, from another address, logs in to their own account at once.
     shop.customer("bob@example.com")

@@ -181,7 +181,7 @@ class RefundForm(OrderForm):
         label=_("The customer's written request"), required=False, max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
         help_text=_("Needed when the address is not the one on the order page: where and when the customer asked "
-                    "for it (e.g. their email of 2026-12-01 from the order's address)."))
+                    "for it (e.g. their email of 2026-12-01 from the order's e-mail address)."))
     amount = BaseUnitsInput(help_text=_("What you sent back, in base units."))
     network_fee = BaseUnitsInput(label=_("Network fee"), required=False, allow_zero=True,
                                  help_text=_("Base units the network took out of the customer's money, if the fee "

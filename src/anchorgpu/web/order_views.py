@@ -117,10 +117,10 @@ def checkout(request, slug: str):
             except RateLimited as exc:
                 minutes = max(1, -(-exc.retry_after // 60))
                 form.add_error(None, ngettext(
-                    "You have placed as many orders as the shop takes from one account (or address) in a short "
+                    "You have placed as many orders as the shop takes from one account (or IP address) in a short "
                     "time. Nothing was ordered this time; what you typed is kept: press the button again in "
                     "%(minutes)d minute.",
-                    "You have placed as many orders as the shop takes from one account (or address) in a short "
+                    "You have placed as many orders as the shop takes from one account (or IP address) in a short "
                     "time. Nothing was ordered this time; what you typed is kept: press the button again in "
                     "%(minutes)d minutes.", minutes) % {"minutes": minutes})
                 status, retry_after = 429, exc.retry_after

@@ -102,9 +102,9 @@ class LoginView(auth_views.LoginView):
             self.taken = rate_take(request, "login")  # the address's slot: refused past its limit
         except RateLimited as exc:
             minutes = _minutes(exc.retry_after)
-            return self._refused(exc, ngettext("Too many failed log-ins came from your address. Try again in "
+            return self._refused(exc, ngettext("Too many failed log-ins came from your IP address. Try again in "
                                                "%(minutes)d minute.", "Too many failed log-ins came from your "
-                                               "address. Try again in %(minutes)d minutes.", minutes)
+                                               "IP address. Try again in %(minutes)d minutes.", minutes)
                                  % {"minutes": minutes})
         # The account's slot, never refused: whether its window was full decides the second factor below.
         self.account_taken, self.account_wait = rate_note(request, "login_account")
