@@ -40,7 +40,8 @@ from anchorgpu.orders.transitions import order_lock, order_transition
 from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
 from .models import Refund
-from .services import KEEPS_PAYMENT, need_reason, note_excess, owed_back, received_total, release_booking
+from .services import (KEEPS_PAYMENT, need_reason, note_excess, owed_back, received_total, refund_address_problem,
+                       release_booking)
 from .txids import TxIdError, normalise_txid
 from .watch_config import watcher_for
 
@@ -83,11 +84,11 @@ def _destination(order: Order, refund: RefundInput) -> tuple[str, str]:
         raise NotAllowedNow(_("The customer has not given a refund address on the order page. Ask them for one, "
                               "or enter the address from their written request and note where and when they "
                               "asked."), code="no_refund_address")
-    if sent_to.lower() == quote.address.lower():
+    problem = refund_address_problem(order, sent_to)
+    if problem == "deposit":
         raise InvalidOrder(_("That is this order's deposit address; a refund goes to the customer."),
                            code="bad_address")
-    senders = {a.lower() for a in order.transfers.exclude(sender="").values_list("sender", flat=True)}
-    if sent_to.lower() in senders:
+    if problem == "sender":
         raise InvalidOrder(_("The refund address is also the sender of a transfer to this order; refunds never "
                              "go back to the sender. Ask the customer for another address."), code="bad_address")
     return sent_to, (request if not (customers and sent_to.lower() == customers.lower()) else "")

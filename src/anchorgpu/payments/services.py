@@ -80,6 +80,16 @@ def _keep_hold(order: Order, *, until: datetime, actor: str, now: datetime, reas
         allocation.hold_extend(booking=booking, until=until, actor=actor, reason=reason, now=now)
 
 
+def refund_address_problem(order: Order, address: str) -> str | None:
+    """Why ``address`` (checked for the network) cannot receive the order's refund: "deposit" (the order's own
+    deposit address) or "sender" (a payment came from it, perhaps an exchange's); None when it can."""
+    if address.lower() == order.quote.address.lower():
+        return "deposit"
+    if order.transfers.filter(sender__iexact=address).exists():
+        return "sender"
+    return None
+
+
 def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
     """Where the customer wants a refund sent: checked for the quote's network;
     never the deposit address and never a sender of the payment."""
@@ -90,11 +100,11 @@ def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
             canonical = check_address(address, quote.scheme)
         except AddressCheckError as exc:
             raise InvalidOrder(message(exc), code="bad_address") from None
-        if canonical.lower() == quote.address.lower():
+        problem = refund_address_problem(locked, canonical)
+        if problem == "deposit":
             raise InvalidOrder(_("That is this order's deposit address; give an address of your own."),
                                code="bad_address")
-        senders = {s.lower() for s in locked.transfers.exclude(sender="").values_list("sender", flat=True)}
-        if canonical.lower() in senders:
+        if problem == "sender":
             raise InvalidOrder(_("Refunds are never sent back to the address a payment came from (it may be an "
                                  "exchange's). Give an address you control."), code="bad_address")
         locked.refund_address = canonical
