@@ -40,8 +40,15 @@ from anchorgpu.orders.transitions import order_lock, order_transition
 from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
 from .models import Refund
-from .services import (KEEPS_PAYMENT, need_reason, note_excess, owed_back, received_total, refund_address_problem,
-                       release_booking)
+from .services import (
+    KEEPS_PAYMENT,
+    need_reason,
+    note_excess,
+    owed_back,
+    received_total,
+    refund_address_problem,
+    release_booking,
+)
 from .txids import TxIdError, normalise_txid
 from .watch_config import watcher_for
 

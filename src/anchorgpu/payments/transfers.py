@@ -71,7 +71,8 @@ def _take_turn_on(asset: Asset, txid: str) -> None:
     until the transaction ends."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"transfer:{asset.network}:{txid}"])
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           [f"transfer:{asset.network}:{txid}"])
 
 
 def _refuse_second_credit(order: Order, asset: Asset, txid: str, statement: str) -> None:
