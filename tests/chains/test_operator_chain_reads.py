@@ -4,10 +4,15 @@ looked up before the customer is told it was sent. On anvil (a real JSON-RPC nod
 
 from __future__ import annotations
 
+from datetime import timedelta
+from unittest import mock
+
 import pytest
 from django.urls import reverse
 
+from anchorgpu.orders import notify
 from anchorgpu.orders.errors import NotAllowedNow
+from anchorgpu.orders.models import OrderEmail
 from anchorgpu.payments.models import Asset, Refund, Transfer
 from anchorgpu.payments.refunds import RefundInput, refund_record, refunds_verify_due
 from anchorgpu.payments.services import refund_address_set
@@ -75,20 +80,41 @@ def _refund(chain, order, txid):
         reason="host fault", whole_order=True))
 
 
-def test_a_refund_is_shown_as_sent_once_the_chain_shows_it_paying_the_customer(chain):
+def test_a_refund_is_shown_as_sent_once_the_chain_shows_it_paying_the_customer(chain, client):
     order, customer = _paid(chain)
     operator = chain.w3.eth.accounts[0]
     sent = evm.send_eth(chain.w3, operator, customer, order.quote.amount)
     row = _refund(chain, order, sent)
+    # One block deep, short of the asset's confirmations: not "sent" yet, anywhere the customer looks.
+    assert row.verified_at is None and row.verification["status"] == "confirming"
+    texts = " ".join(e.text for e in for_order(fresh(order)))
+    assert "on its way" in texts and "Refund sent" not in texts
+    note = fresh(order).invoice.credit_notes.get()
+    client.force_login(order.user)
+    pdf = reverse("credit_note_pdf", args=[order.reference, note.number])
+    assert pdf not in client.get(reverse("order", args=[order.reference])).content.decode()
+    assert client.get(pdf).status_code == 404
+    [state_email] = OrderEmail.objects.filter(order=order, kind="state_changed", state="refunded")
+    assert "on its way" in notify._message(state_email)[1]
+
+    chain.mine(CONFIRMATIONS)
+    with mock.patch("anchorgpu.payments.refunds.watcher_for", return_value=chain.watcher(order.quote.asset)):
+        assert refunds_verify_due(every=timedelta(0)) == 1
+    row = Refund.objects.get(pk=row.pk)
     assert row.verified_at is not None and row.verification["status"] == "verified"
     assert row.verification["paid"] == str(order.quote.amount)
     texts = " ".join(e.text for e in for_order(fresh(order)))
-    assert "Refund sent" in texts and "on its way" in texts  # recorded, then found on chain
+    assert "Refund sent" in texts
+    assert pdf in client.get(reverse("order", args=[order.reference])).content.decode()
+    assert client.get(pdf).status_code == 200
+    [sent_email] = OrderEmail.objects.filter(order=order, kind="refund_sent")
+    assert sent in notify._message(sent_email)[1]
 
 
 def test_a_refund_whose_transaction_pays_someone_else_is_never_shown_as_sent(chain):
     order, _customer = _paid(chain)
     elsewhere = evm.send_eth(chain.w3, chain.w3.eth.accounts[0], chain.w3.eth.accounts[3], order.quote.amount)
+    chain.mine(CONFIRMATIONS)
     row = _refund(chain, order, elsewhere)
     assert row.verified_at is None and row.verification["status"] == "other_address"
     texts = " ".join(e.text for e in for_order(fresh(order)))
@@ -100,6 +126,7 @@ def test_a_refund_whose_transaction_pays_someone_else_is_never_shown_as_sent(cha
 def test_a_short_refund_is_not_verified(chain):
     order, customer = _paid(chain)
     sent = evm.send_eth(chain.w3, chain.w3.eth.accounts[0], customer, order.quote.amount // 2)
+    chain.mine(CONFIRMATIONS)
     row = _refund(chain, order, sent)
     assert row.verified_at is None and row.verification["status"] == "short"
 

@@ -80,7 +80,7 @@ def test_part_of_the_price_of_a_completed_term_is_refunded_with_a_credit_note(st
     assert order.state == "completed"
     note = order.invoice.credit_notes.get()
     assert note.refund_id == row.pk and note.amount == row.fiat_amount and note.amount > Decimal(0)
-    with pytest.raises(InvalidOrder, match="more than was received"):
+    with pytest.raises(InvalidOrder, match="keeps %d base units of its price" % (order.quote.amount - tenth)):
         refund(order, amount=order.quote.amount, whole_order=False, of_price=True, txid="ef" * 32)
 
 
@@ -162,3 +162,21 @@ def test_the_admin_refunds_an_active_order_with_a_written_request(admin_client, 
     order = fresh(order)
     assert order.state == "refunded" and order.booking.state == "released"
     assert "Refund sent" in " ".join(e.text for e in for_order(order))  # BTC is not watched here: as recorded
+
+
+def test_a_refund_of_part_of_the_price_leaves_the_excess_owed_back(store):
+    from anchorgpu.payments.services import owed_back
+
+    order = shop.place(store)
+    price = order.quote.amount
+    shop.pay(order, amount=price + price // 5)  # a fifth too much
+    refund_address_set(order=order, actor=store.username, address=CUSTOMERS_ADDRESS)
+    refund(order, amount=price // 10, whole_order=False, of_price=True, reason="goodwill")
+    order = fresh(order)
+    assert owed_back(order) == price // 5 and order.refund_due  # the excess is still the customer's
+    with pytest.raises(InvalidOrder, match="keeps"):
+        refund(order, amount=price, whole_order=False, of_price=True, txid="ef" * 32)  # more than the price kept
+    refund(order, amount=price // 5, whole_order=False, txid="ab" * 32, reason="the excess")
+    order = fresh(order)
+    assert owed_back(order) == 0 and not order.refund_due
+    assert [n.amount for n in order.invoice.credit_notes.all()] == [Refund.objects.get(of_price=True).fiat_amount]

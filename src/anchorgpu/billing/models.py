@@ -95,3 +95,9 @@ class CreditNote(models.Model):
 
     def __str__(self) -> str:
         return self.number
+
+    @property
+    def shown_to_customer(self) -> bool:
+        """A credit note for a refund is the customer's once the refund counts as sent (found on chain where
+        the asset is watched)."""
+        return self.refund is None or self.refund.shown_as_sent

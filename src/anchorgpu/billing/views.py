@@ -45,6 +45,7 @@ def invoice_pdf(request, reference: str):
 def credit_note_pdf(request, reference: str, number: str):
     note = (CreditNote.objects.select_related("invoice__order", "refund")
             .filter(invoice__order=_order(request, reference), number=number).first())
-    if note is None:
+    if note is None or not (note.shown_to_customer or request.user.is_staff):
+        # A refund of a watched asset is the customer's to see once the chain shows it (payments.refunds).
         raise Http404("no such credit note for this order")
     return pdf_response(pdf.credit_note_pdf(note), note.number)

@@ -187,6 +187,7 @@ class OrderEmail(models.Model):
         STATE_CHANGED = "state_changed", _("order state changed")
         TERM_ENDING = "term_ending", _("term ending")
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
+        REFUND_SENT = "refund_sent", _("refund found on chain")
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)

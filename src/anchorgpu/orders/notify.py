@@ -24,6 +24,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from anchorgpu.payments.uri import whole_units
+
 from .models import STATE_LABELS, OrderEmail
 from .states import OrderState
 
@@ -55,6 +57,11 @@ def order_placed(order_pk: int) -> None:
 
 def term_ending(order_pk: int) -> None:
     _queue(order_pk, OrderEmail.Kind.TERM_ENDING)
+
+
+def refund_sent(order_pk: int) -> None:
+    """A refund of a watched asset was found on chain paying the customer."""
+    _queue(order_pk, OrderEmail.Kind.REFUND_SENT)
 
 
 def operator_alert(order_pk: int, note: str) -> OrderEmail:
@@ -91,7 +98,13 @@ def _message(email: OrderEmail) -> tuple[str, str]:
     context: dict = {}
     if email.kind == OrderEmail.Kind.STATE_CHANGED:
         state = OrderState(email.state)
-        context = {"state": state.value, "state_label": STATE_LABELS[state]}
+        # A refund of a watched asset is "sent" only once the chain shows it (payments.refunds.refund_verify).
+        on_its_way = state is OrderState.REFUNDED and any(not r.shown_as_sent for r in order.refunds.all())
+        context = {"state": state.value, "state_label": STATE_LABELS[state], "refund_on_its_way": on_its_way}
+    elif email.kind == OrderEmail.Kind.REFUND_SENT:
+        decimals, symbol = order.quote.asset.decimals, order.quote.asset.symbol
+        context = {"refunds": [(whole_units(r.amount, decimals), symbol, r.txid)
+                               for r in order.refunds.all() if r.verified_at is not None]}
     with translation.override(order.language):
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
         context = {"order": order, "link": link, **context}

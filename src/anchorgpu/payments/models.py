@@ -275,6 +275,9 @@ class Refund(models.Model):
     txid = models.CharField(_("transaction id"), max_length=80)
     reason = models.TextField(_("reason"))
     whole_order = models.BooleanField(_("refunds the whole order"), default=False)
+    of_price = models.BooleanField(_("refunds part of the price"), default=False,
+                                   help_text=_("Money the order kept, given back (a credit note follows); not an "
+                                               "excess."))
     customer_request = models.TextField(
         _("customer's written request"), blank=True,
         help_text=_("When the operator entered the address: where and when the customer asked for it to be used."))
@@ -293,6 +296,11 @@ class Refund(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order} · {self.fiat_amount} {self.currency}"
+
+    @property
+    def shown_as_sent(self) -> bool:
+        """Whether the customer is told it was sent: found on chain, or recorded for an asset nobody watches."""
+        return self.verified_at is not None or self.verification.get("status", "not_watched") == "not_watched"
 
 
 class WatchState(models.Model):

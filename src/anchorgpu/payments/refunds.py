@@ -32,6 +32,7 @@ from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
+from anchorgpu.orders import notify
 from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
@@ -45,6 +46,7 @@ from .services import (
     need_reason,
     note_excess,
     owed_back,
+    price_refunded,
     received_total,
     refund_address_problem,
     release_booking,
@@ -117,6 +119,12 @@ def _check_scope(order: Order, refund: RefundInput) -> None:
     if refund.of_price and state not in KEEPS_PAYMENT:
         raise NotAllowedNow(_("This order is %(state)s and keeps no payment; refund what is owed back, or the "
                               "whole order.") % {"state": order.state_label}, code="not_refundable")
+    if refund.of_price:
+        kept = min(received, order.quote.amount) - price_refunded(order)
+        if out > kept:
+            raise InvalidOrder(_("The order keeps %(kept)d base units of its price; a refund of part of the price "
+                                 "gives back at most that (money beyond the price is refunded as an excess).")
+                               % {"kept": max(kept, 0)}, code="too_much")
     if not refund.whole_order and not refund.of_price and out > owed_back(order):
         raise InvalidOrder(_("Only %(owed)d base units are owed back beyond what the order keeps; refund part of "
                              "the price or the whole order instead, or less.") % {"owed": owed_back(order)},
@@ -183,6 +191,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                                             fiat_amount=fiat, currency=quote.currency, rate=rate,
                                             rate_choice=refund.rate_choice, txid=txid, reason=reason,
                                             recorded_by=actor, whole_order=refund.whole_order,
+                                            of_price=refund.of_price,
                                             network_fee=refund.network_fee, customer_request=request,
                                             verification={"status": "pending" if watched else "not_watched"})
         except IntegrityError:
@@ -229,22 +238,30 @@ def refund_verify(*, refund: Refund, actor: str = CHAIN, watcher=None, now: date
         log.info("refund %s of %s could not be checked: %s", refund.txid, refund.order_id, exc)
         return refund
     paid = sum(t.amount for t in found.transfers) if found.outcome is LookupOutcome.FOUND else 0
-    if found.outcome is LookupOutcome.FOUND:
-        status = "verified" if paid >= refund.amount else "short"
-    else:
+    confirmations = min((t.confirmations(found.tip or 0) for t in found.transfers), default=0)
+    if found.outcome is not LookupOutcome.FOUND:
         status = found.outcome.value
+    elif paid < refund.amount:
+        status = "short"
+    elif confirmations < max(1, asset.confirmations_required):
+        # In the mempool (a Bitcoin transaction may still be replaced) or too few blocks deep: looked at again.
+        status = "confirming"
+    else:
+        status = "verified"
     with transaction.atomic():
         locked = order_lock(refund.order_id)
         row = Refund.objects.select_for_update().get(pk=refund.pk)
         if row.verified_at is not None:
             return row
         row.verification = {"status": status, "paid": str(paid), "checked_at": now.isoformat(),
-                            "checks": int(row.verification.get("checks", 0)) + 1, "tip": found.tip}
+                            "checks": int(row.verification.get("checks", 0)) + 1, "tip": found.tip,
+                            "confirmations": confirmations}
         if status == "verified":
             row.verified_at = now
             audit_record(actor=actor, action="refund_verified", obj=locked,
                          data={"refund": row.pk, "txid": row.txid, "amount": str(row.amount), "paid": str(paid),
-                               "address": row.address})
+                               "address": row.address, "confirmations": confirmations})
+            notify.refund_sent(locked.pk)
         elif status in _FINAL:
             log.warning("refund %s of order %s does not hold up on chain: %s", row.txid, locked.reference, status)
         row.save(update_fields=["verification", "verified_at"])
@@ -257,12 +274,11 @@ def refunds_verify_due(*, now: datetime | None = None, every: timedelta = timede
     now = now or timezone.now()
     done = 0
     candidates = (Refund.objects.filter(verified_at__isnull=True, created_at__gt=now - timedelta(days=30))
-                  .exclude(verification__status="not_watched").select_related("asset", "order")
+                  .exclude(verification__status__in=["not_watched", *_FINAL]).select_related("asset", "order")
                   .order_by("created_at")[: limit * 2])
     for refund in candidates:
-        status = refund.verification.get("status")
         checked = refund.verification.get("checked_at")
-        if status in _FINAL or (checked and datetime.fromisoformat(checked) > now - every):
+        if checked and datetime.fromisoformat(checked) > now - every:
             continue
         try:
             refund_verify(refund=refund, now=now)

@@ -181,9 +181,17 @@ def owed_back(order: Order) -> int:
         return 0
     refunds = list(order.refunds.all())
     received = received_total(order)
-    kept = min(received, order.quote.amount) if order.order_state in KEEPS_PAYMENT else 0
-    # A refund's network fee was paid out of the customer's money: it counts as returned.
-    return max(0, received - kept - sum(r.amount + r.network_fee for r in refunds))
+    keeps = order.order_state in KEEPS_PAYMENT
+    kept = min(received, order.quote.amount) if keeps else 0
+    # A refund's network fee was paid out of the customer's money: it counts as returned. A refund of part of
+    # the price came out of what the order keeps, not out of what it owes back.
+    returned = sum(r.amount + r.network_fee for r in refunds if not (keeps and r.of_price))
+    return max(0, received - kept - returned)
+
+
+def price_refunded(order: Order) -> int:
+    """Base units of the price already given back (refunds of part of the price, network fees included)."""
+    return sum(r.amount + r.network_fee for r in order.refunds.all() if r.of_price)
 
 
 def note_excess(order: Order, actor: str) -> None:
