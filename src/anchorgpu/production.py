@@ -33,7 +33,8 @@ class ProductionSettingsError(Exception):
 
 
 def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
-             email_disabled: bool = False) -> list[str]:
+             email_disabled: bool = False, behind_proxy: bool = False,
+             client_address_from_proxy: str | None = "0") -> list[str]:
     found = []
     if not secret_key or secret_key == DEV_SECRET_KEY:
         found.append("ANCHORGPU_SECRET_KEY is not set: give a random value of at least "
@@ -53,13 +54,19 @@ def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, 
         found.append("ANCHORGPU_EMAIL_HOST is not set: without a mail server every e-mail, password-reset links "
                      "included, would be printed into the server's log; set the SMTP settings, or "
                      "ANCHORGPU_EMAIL_DISABLED=1 to send no e-mail at all")
+    if behind_proxy and not (client_address_from_proxy or "").strip():
+        found.append("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY is not set while the shop runs behind a TLS proxy: "
+                     "without it every visitor has the proxy's address, and the per-address limits (log-in, "
+                     "sign-up, orders) would hold the whole shop back together; set 1 if the proxy appends the "
+                     "visitor's address to X-Forwarded-For, or 0 to say it does not and accept that")
     return found
 
 
 def check(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
-          email_disabled: bool = False) -> None:
+          email_disabled: bool = False, behind_proxy: bool = False, client_address_from_proxy: str | None = "0") -> None:
     found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts, email_host=email_host,
-                     email_disabled=email_disabled)
+                     email_disabled=email_disabled, behind_proxy=behind_proxy,
+                     client_address_from_proxy=client_address_from_proxy)
     if found:
         raise ProductionSettingsError("Production settings refused (ANCHORGPU_ENV=production):\n- "
                                       + "\n- ".join(found))

@@ -93,7 +93,9 @@ if PRODUCTION:
     try:
         check(secret_key=os.environ.get("ANCHORGPU_SECRET_KEY"), debug=DEBUG,
               allowed_hosts=os.environ.get("ANCHORGPU_ALLOWED_HOSTS"),
-              email_host=os.environ.get("ANCHORGPU_EMAIL_HOST"), email_disabled=_flag("ANCHORGPU_EMAIL_DISABLED"))
+              email_host=os.environ.get("ANCHORGPU_EMAIL_HOST"), email_disabled=_flag("ANCHORGPU_EMAIL_DISABLED"),
+              behind_proxy=_flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True),
+              client_address_from_proxy=os.environ.get("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY"))
     except ProductionSettingsError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"

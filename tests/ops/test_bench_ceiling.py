@@ -32,7 +32,8 @@ def test_the_ceiling_is_mounted_only_when_asked_for_and_never_in_production():
     assert _resolved(ANCHORGPU_BENCH_CEILING="0") == "not mounted"
     assert _resolved(ANCHORGPU_BENCH_CEILING="1") == "anchorgpu.ops.bench_ceiling"
     assert _resolved(ANCHORGPU_BENCH_CEILING="1", ANCHORGPU_ENV="production", ANCHORGPU_SECRET_KEY=GOOD_KEY,
-                     ANCHORGPU_ALLOWED_HOSTS="shop.example", ANCHORGPU_EMAIL_HOST="smtp.example") == "not mounted"
+                     ANCHORGPU_ALLOWED_HOSTS="shop.example", ANCHORGPU_EMAIL_HOST="smtp.example",
+                     ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY="1") == "not mounted"
 
 
 @pytest.mark.django_db

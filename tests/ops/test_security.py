@@ -25,6 +25,19 @@ def test_production_problems_are_each_named():
     assert "'*'" in problems(secret_key=GOOD_KEY, debug=False, allowed_hosts="*", email_disabled=True)[0]
 
 
+def test_behind_a_proxy_production_must_say_whether_the_proxy_gives_the_visitors_address():
+    """Without it, every visitor would have the proxy's 127.0.0.1 and share one set of per-address limits."""
+    safe = dict(secret_key=GOOD_KEY, debug=False, allowed_hosts="shop.example", email_host="smtp.example")
+    [found] = problems(**safe, behind_proxy=True, client_address_from_proxy=None)
+    assert found.startswith("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY is not set")
+    assert problems(**safe, behind_proxy=True, client_address_from_proxy="1") == []
+    assert problems(**safe, behind_proxy=True, client_address_from_proxy="0") == []  # said, and accepted
+    assert problems(**safe, behind_proxy=False, client_address_from_proxy=None) == []
+    refused = _settings_in_production(ANCHORGPU_SECRET_KEY=GOOD_KEY, ANCHORGPU_ALLOWED_HOSTS="shop.example",
+                                      ANCHORGPU_EMAIL_HOST="smtp.example")
+    assert refused.returncode != 0 and "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY is not set" in refused.stderr
+
+
 PRINT_TRANSPORT = ("import django; django.setup(); from django.conf import settings as s; "
                    "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT, "
                    "s.SECURE_PROXY_SSL_HEADER)")
@@ -44,7 +57,7 @@ def test_production_refuses_to_start_unsafe_and_secures_cookies_and_transport():
     for name in ("ANCHORGPU_SECRET_KEY is not set", "ANCHORGPU_DEBUG is on", "ANCHORGPU_ALLOWED_HOSTS is not set"):
         assert name in refused.stderr
     started = _settings_in_production(ANCHORGPU_SECRET_KEY=GOOD_KEY, ANCHORGPU_ALLOWED_HOSTS="shop.example",
-                                      ANCHORGPU_EMAIL_HOST="smtp.example")
+                                      ANCHORGPU_EMAIL_HOST="smtp.example", ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY="1")
     assert started.returncode == 0, started.stderr
     assert started.stdout.split() == ["True", "True", "31536000", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
 
@@ -55,7 +68,8 @@ SEND_RESET_MAIL = ("import django, logging; django.setup(); from django.core.mai
 
 
 def test_production_refuses_to_print_emails_and_the_no_email_switch_logs_no_link():
-    safe = {"ANCHORGPU_SECRET_KEY": GOOD_KEY, "ANCHORGPU_ALLOWED_HOSTS": "shop.example"}
+    safe = {"ANCHORGPU_SECRET_KEY": GOOD_KEY, "ANCHORGPU_ALLOWED_HOSTS": "shop.example",
+            "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY": "1"}
     refused = _settings_in_production(SEND_RESET_MAIL, **safe)
     assert refused.returncode != 0 and "ANCHORGPU_EMAIL_HOST is not set" in refused.stderr
     assert "secret-token" not in refused.stdout + refused.stderr
