@@ -88,3 +88,8 @@ def test_a_reassigned_transfer_is_counted_at_the_address_it_was_paid_to(chain, a
     assert chain.poll("eth").ok
     assert fresh(bob).chain_alert == "" and not alerts(bob) and not alerts(alice)
     assert Quote.objects.get(order=alice).unattributed == 0
+    # Then the coin vanishes from Alice's address: the order it credits, Bob's, is the one flagged.
+    rpc(anvil_w3, "anvil_setBalance", [alice.quote.address.lower(), hex(0)])
+    chain.mine(BALANCE_EVERY_BLOCKS)
+    assert chain.poll("eth").ok
+    assert fresh(bob).chain_alert and len(alerts(bob)) == 1 and fresh(alice).chain_alert == ""

@@ -147,3 +147,25 @@ def test_a_failed_order_whose_cards_are_gone_is_not_retried(store):
     with pytest.raises(NotAllowedNow, match="no longer booked"):
         order_retry_provisioning(order=order, actor="operator", reason="fixed the host")
     assert _fresh(order).state == "failed"
+
+
+class _HostDown:
+    """A provisioner whose host does not answer when its machine is to be wiped."""
+
+    name = "host-down"
+
+    def run(self, step, order):
+        from anchorgpu.orders.provisioner import ProvisioningError
+
+        raise ProvisioningError("ssh: connect to host h1: Connection timed out")
+
+
+def test_a_wipe_that_fails_leaves_the_term_as_it_was_and_says_so(admin_client, store, monkeypatch):
+    from anchorgpu.orders import lifecycle
+
+    order = shop.activate(shop.place(store))
+    monkeypatch.setattr(lifecycle, "get_provisioner", lambda: _HostDown())
+    response = admin_client.post(reverse("admin:orders_order_end_term", args=[order.pk]), {"reason": "abuse"})
+    assert response.status_code == 200 and "could not be wiped" in response.content.decode()
+    order = _fresh(order)
+    assert order.state == "active" and order.booking.state == Booking.State.LIVE

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from anchorgpu.allocation.models import Booking
-from anchorgpu.orders.invariants import invariant_violations, orders_without_their_booking
+from anchorgpu.orders.invariants import database_checks_missing, invariant_violations, orders_without_their_booking
 from anchorgpu.payments.models import Transfer
 from tests import shop
 
@@ -41,10 +41,12 @@ def test_an_active_order_whose_booking_was_released_behind_its_back_is_found(sto
     call_command("invariants")
     assert "The invariants hold" in capsys.readouterr().out
     _without_the_database_check()
+    assert database_checks_missing() == [
+        "the database's check booking_keeps_its_order is missing: run the migrations again, or restore it"]
     Booking.objects.filter(pk=order.booking_id).update(state=Booking.State.RELEASED)
     assert orders_without_their_booking() == [
         f"order {order.reference} is active without a live confirmed booking (booking {order.booking_id})"]
-    with pytest.raises(CommandError, match="1 problem"):
+    with pytest.raises(CommandError, match="2 problem"):
         call_command("invariants")
 
 

@@ -180,3 +180,59 @@ def test_a_refund_of_part_of_the_price_leaves_the_excess_owed_back(store):
     order = fresh(order)
     assert owed_back(order) == 0 and not order.refund_due
     assert [n.amount for n in order.invoice.credit_notes.all()] == [Refund.objects.get(of_price=True).fiat_amount]
+
+
+def test_an_operator_acting_on_a_transfer_that_moved_a_moment_ago_is_told_so(store):
+    """Two operators on one transfer: the second one's page still shows the first order."""
+    from anchorgpu.payments.observe import transfer_withdraw
+    from anchorgpu.payments.transfers import transfer_confirmations_update
+
+    a, b, stale = _pair(store)
+    c = shop.place(shop.customer("carol@example.com"))
+    transfer_reassign(transfer=stale, to_order=b, actor="first", reason="meant for bob")
+    with pytest.raises(NotAllowedNow, match="moved to another order a moment ago"):
+        transfer_reassign(transfer=stale, to_order=c, actor="second", reason="meant for carol")
+    with pytest.raises(NotAllowedNow, match="moved to another order a moment ago"):
+        transfer_confirmations_update(transfer=stale, confirmations=9, actor="second")
+    row = transfer_withdraw(transfer=stale, reason="a poll that read it before the move")
+    assert row.withdrawn_at is None and Transfer.objects.get(pk=stale.pk).order_id == b.pk
+    assert fresh(b).state == "paid" and fresh(c).state == "awaiting_payment"
+
+
+class _ChainShowing:
+    """A watcher stand-in whose node shows one transaction paying the asked address at ``index``."""
+
+    def __init__(self, txid: str, index: int, amount: int):
+        self.txid, self.index, self.amount = txid, index, amount
+
+    def lookup(self, txid, address):
+        from anchorgpu.chains.base import BlockRef, LookupOutcome, SeenTransfer, TxLookup
+
+        block = BlockRef(number=90, hash="00" * 32)
+        return TxLookup(LookupOutcome.FOUND, tip=100, transfers=(SeenTransfer(
+            txid=txid, index=self.index, to=address, amount=self.amount, block=block),))
+
+
+def test_a_transaction_paying_two_orders_is_read_from_the_chain_for_each(store, settings, monkeypatch):
+    """An exchange's batch pays two of our addresses in one transaction: each order gets its own output."""
+    from anchorgpu.payments import transfers
+    from anchorgpu.payments.transfers import transfer_record_from_chain
+
+    first, second = shop.place(store), shop.place(store)
+    shop.pay(first)  # output 0, typed before the asset was watched
+    monkeypatch.setattr(transfers, "is_watched", lambda asset: True)
+    rows = transfer_record_from_chain(order=second, txid=shop.TXID_BTC, actor="carol",
+                                      watcher=_ChainShowing(shop.TXID_BTC, 1, second.quote.amount))
+    assert [(r.order_id, r.index, r.source) for r in rows] == [(second.pk, 1, Transfer.Source.WATCHER)]
+    with pytest.raises(NotAllowedNow, match=f"already credits order {first.reference}"):
+        transfer_record_from_chain(order=second, txid=shop.TXID_BTC, actor="carol",
+                                   watcher=_ChainShowing(shop.TXID_BTC, 0, first.quote.amount))
+    assert invariant_violations() == []
+
+
+def test_an_absurd_rate_of_the_day_is_refused_not_a_server_error(store):
+    order = shop.activate(shop.place(store))
+    refund_address_set(order=order, actor=store.username, address=CUSTOMERS_ADDRESS)
+    with pytest.raises(InvalidOrder, match="check the rate"):
+        refund(order, rate_choice="current", rate=Decimal("9" * 16 + ".5"))
+    assert not Refund.objects.exists() and fresh(order).state == "active"

@@ -34,6 +34,7 @@ from .errors import OrderError
 from .fulfilment import order_retry_provisioning
 from .lifecycle import order_end_now
 from .models import Order
+from .provisioner import ProvisioningError
 
 BACK_TO_QUEUE = "queue"
 
@@ -247,6 +248,9 @@ class OrderToolsMixin:
                 done = APPLY[tool](order, form.cleaned_data, request.user.get_username(), item)
             except (OrderError, AllocationError) as exc:
                 form.add_error(None, getattr(exc, "message", None) or str(exc))
+            except ProvisioningError as exc:  # the machine could not be wiped: nothing was changed
+                form.add_error(None, _("The machine could not be wiped (%(error)s), so nothing was changed; try "
+                                       "again once the host answers.") % {"error": exc})
             else:
                 order.refresh_from_db()
                 self.message_user(request, _("%(ref)s: %(done)s The order is now %(state)s.") % {

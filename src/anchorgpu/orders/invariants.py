@@ -12,6 +12,7 @@ the check that nothing got past, run by the test suite after its race and fault 
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Count, Q
 
 from anchorgpu.allocation.models import Booking, BookingDevice
@@ -62,5 +63,29 @@ def transactions_credited_twice() -> list[str]:
     return found
 
 
+# The database's own checks (allocation migration 0002, orders migration 0008), by the name each database
+# knows them under. A table rebuilt by a later SQLite migration would drop its triggers silently.
+_CHECKS = {
+    "postgresql": ("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'D' "
+                   "UNION SELECT conname FROM pg_constraint WHERE contype = 'x'",
+                   {"order_needs_live_booking", "booking_keeps_its_order", "booking_slot_no_overlap"}),
+    "sqlite": ("SELECT name FROM sqlite_master WHERE type = 'trigger'",
+               {"order_needs_live_booking_insert", "order_needs_live_booking_update", "booking_keeps_its_order",
+                "booking_slot_no_overlap_insert", "booking_slot_no_overlap_update"}),
+}
+
+
+def database_checks_missing() -> list[str]:
+    query, wanted = _CHECKS.get(connection.vendor, ("", set()))
+    if not query:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        present = {row[0] for row in cursor.fetchall()}
+    return [f"the database's check {name} is missing: run the migrations again, or restore it"
+            for name in sorted(wanted - present)]
+
+
 def invariant_violations() -> list[str]:
-    return [*orders_without_their_booking(), *overlapping_live_slots(), *transactions_credited_twice()]
+    return [*database_checks_missing(), *orders_without_their_booking(), *overlapping_live_slots(),
+            *transactions_credited_twice()]

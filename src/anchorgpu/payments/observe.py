@@ -190,6 +190,8 @@ def transfer_withdraw(*, transfer: Transfer, reason: str, expected: tuple[int | 
     with transaction.atomic():
         locked = order_lock(transfer.order_id)
         row = Transfer.objects.select_for_update().get(pk=transfer.pk)
+        if row.order_id != locked.pk:
+            return row  # reassigned to another order since it was read: the next poll judges it there
         if row.withdrawn_at is not None:
             return row
         if expected is not None and (row.block_number, row.block_hash) != expected:

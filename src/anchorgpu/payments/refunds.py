@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 S = OrderState
 CHAIN = "chain-watcher"
 
+MAX_FIAT = Decimal(10) ** 12  # Refund.fiat_amount holds 12 digits before the point
+
 # States a whole order can be refunded from (the transition table agrees).
 REFUNDABLE = (S.UNDERPAID, S.PAID_LATE, S.PAID, S.PROVISIONING, S.ACTIVE, S.FAILED)
 
@@ -184,6 +186,9 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
         rate = _rate(locked, refund)
         fiat = fiat_value(refund.amount, rate=rate, decimals=quote.asset.decimals).quantize(Decimal("0.01"),
                                                                                              rounding=ROUND_HALF_UP)
+        if fiat >= MAX_FIAT:
+            raise InvalidOrder(_("At that rate the refund would be worth %(fiat)s %(currency)s: check the rate.")
+                               % {"fiat": fiat, "currency": quote.currency}, code="bad_rate")
         watched = _is_watched(quote.asset)
         try:
             with transaction.atomic():

@@ -210,6 +210,14 @@ def _again(row: Transfer, block: BlockRef) -> SeenTransfer:
                         sender=row.sender, block=block)
 
 
+def _orders_credited_at(asset: Asset, quote: Quote) -> list[int]:
+    """The orders whose settled transfers sit at ``quote``'s address: its own order, and any order a transfer
+    paid there was reassigned to (``Transfer.paid_to``)."""
+    rows = (Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True)
+            .filter(Q(paid_to="", order_id=quote.order_id) | Q(paid_to=quote.address)))
+    return sorted(set(rows.values_list("order_id", flat=True))) or [quote.order_id]
+
+
 def _balance_alerts(reads: SettledReads, asset: Asset, by_address: dict[str, Quote], now: datetime) -> None:
     credit = settled_credit(asset, by_address)  # after this poll's withdrawals: those are alerted already
     for address, balance in sorted(reads.short.items()):
@@ -217,11 +225,12 @@ def _balance_alerts(reads: SettledReads, asset: Asset, by_address: dict[str, Quo
         if balance >= owed or reads.sent.get(address) != 0:
             continue  # explained by a withdrawal above, or the address has sent something (a sweep, a refund)
         subject = f"{BALANCE_SUBJECT} {address}"
-        with transaction.atomic():
-            order = order_lock(by_address[address].order_id)
-            chain_alert_raise(order=order, subject=subject, actor=WATCHER, now=now,
-                              data={"address": address, "balance": str(balance), "credited": str(owed),
-                                    "block": reads.balance_block},
-                              text=f"{subject} holds {balance} base units at block {reads.balance_block}, less than "
-                                   f"the {owed} its settled transfers credited to this order, and it has sent no "
-                                   "transaction (nothing was swept or refunded from it).")
+        for order_id in _orders_credited_at(asset, by_address[address]):
+            with transaction.atomic():
+                order = order_lock(order_id)
+                chain_alert_raise(order=order, subject=subject, actor=WATCHER, now=now,
+                                  data={"address": address, "balance": str(balance), "credited": str(owed),
+                                        "block": reads.balance_block},
+                                  text=f"{subject} holds {balance} base units at block {reads.balance_block}, less "
+                                       f"than the {owed} its settled transfers credited to this order, and it has "
+                                       "sent no transaction (nothing was swept or refunded from it).")

@@ -160,12 +160,14 @@ def transfer_record_from_chain(*, order: Order, txid: str, actor: str, note: str
     if found.outcome is not LookupOutcome.FOUND:
         raise NotAllowedNow(_LOOKUP_REFUSALS[found.outcome] % {"network": asset.network_name, "asset": asset.symbol},
                             code=f"chain_{found.outcome.value}")
-    taken = (Transfer.objects.filter(chain=asset.network, txid=txid).exclude(order=order)
-             .select_related("order").first())
+    # The chain shows which outputs pay this order's address: only those must not credit another order already
+    # (one transaction may pay several of our addresses, each output its own order).
+    taken = (Transfer.objects.filter(chain=asset.network, txid=txid, index__in=[s.index for s in found.transfers])
+             .exclude(order=order).select_related("order").first())
     if taken is not None:
-        raise NotAllowedNow(_("This transaction already credits order %(ref)s; one transfer credits one order "
-                              "once. If it was meant for this order, reassign it from that order's page.")
-                            % {"ref": taken.order.reference}, code="txid_already_credited")
+        raise NotAllowedNow(_("What this transaction pays this order's address already credits order %(ref)s; one "
+                              "transfer credits one order once. If it was meant for this order, reassign it from "
+                              "that order's page.") % {"ref": taken.order.reference}, code="txid_already_credited")
     known = set(Transfer.objects.filter(chain=asset.network, txid=txid, order=order).values_list("index", flat=True))
     if {seen.index for seen in found.transfers} <= known:
         raise NotAllowedNow(_("This transaction is already recorded for this order; the watcher follows its "
@@ -191,6 +193,9 @@ def transfer_confirmations_update(*, transfer: Transfer, confirmations: int, act
     with transaction.atomic():
         locked = order_lock(transfer.order_id)
         row = Transfer.objects.select_for_update().get(pk=transfer.pk)
+        if row.order_id != locked.pk:
+            raise NotAllowedNow(_("This transfer was moved to another order a moment ago; open that order."),
+                                code="moved")
         if row.source == Transfer.Source.WATCHER:
             raise NotAllowedNow(_("The chain watcher follows this transfer's confirmations itself."),
                                 code="watched_transfer")
@@ -255,10 +260,13 @@ def transfer_reassign(*, transfer: Transfer, to_order: Order, actor: str, reason
     reason = need_reason(reason)
     now = now or timezone.now()
     with transaction.atomic():
-        first, second = sorted([transfer.order_id, to_order.pk])
-        locked = {pk: order_lock(pk) for pk in (first, second)} if first != second else {first: order_lock(first)}
+        seen = transfer.order_id  # the order the operator saw it on
+        locked = {pk: order_lock(pk) for pk in sorted({seen, to_order.pk})}  # orders first, in a fixed order
         row = Transfer.objects.select_for_update().select_related("asset").get(pk=transfer.pk)
-        source, target = locked[row.order_id], locked.get(to_order.pk, locked[row.order_id])
+        if row.order_id != seen:  # another operator moved it since
+            raise NotAllowedNow(_("This transfer was moved to another order a moment ago; look again."),
+                                code="moved")
+        source, target = locked[row.order_id], locked[to_order.pk]
         _check_reassign(source, target, row)
         paid_to = row.paid_to or source.quote.address
         row.order, row.paid_to = target, paid_to

@@ -141,7 +141,7 @@ def _dropped(asset: Asset, watcher: Watcher, rows: list[Transfer] | None = None)
                                             block_hash="").select_related("order__quote"))
     gone = set()
     for txid in sorted({t.txid for t in rows}):
-        address = next(t.order.quote.address for t in rows if t.txid == txid)
+        address = next(t.address for t in rows if t.txid == txid)  # where it was paid, even if reassigned since
         if watcher.lookup(txid, address).outcome is LookupOutcome.NOT_FOUND:
             gone.add(txid)
     return rows, gone
