@@ -121,6 +121,11 @@ def test_a_refund_whose_transaction_pays_someone_else_is_never_shown_as_sent(cha
     assert "on its way" in texts and "Refund sent" not in texts
     assert refunds_verify_due() == 0  # a final finding is not looked up again; the operator corrects it
     assert Refund.objects.get(pk=row.pk).verification["checks"] == 1
+    from anchorgpu.orders.admin_panels import to_do
+    from anchorgpu.orders.queue import PaymentQueueEntry
+
+    assert PaymentQueueEntry.objects.filter(pk=order.pk).count() == 1
+    assert "does not hold up on chain (other_address)" in to_do(fresh(order))
 
 
 def test_a_short_refund_is_not_verified(chain):

@@ -15,6 +15,7 @@ from anchorgpu.payments.services import payment_status
 from anchorgpu.payments.uri import whole_units
 
 from .models import Order
+from .queue import REFUND_CHECK_FAILED
 from .states import OrderState
 
 S = OrderState
@@ -98,6 +99,12 @@ def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
         return _("Paid after expiry: re-check capacity, or refund.")
     if state is S.FAILED:
         return _("Access could not be prepared: retry provisioning, or refund.")
+    failed = next((r for r in order.refunds.all() if r.verified_at is None
+                   and r.verification.get("status") in REFUND_CHECK_FAILED), None)
+    if failed is not None:
+        return _("Refund %(txid)s does not hold up on chain (%(status)s), so the customer is not told it was sent: "
+                 "check the transaction you sent.") % {"txid": failed.txid[:18] + "…",
+                                                        "status": failed.verification["status"]}
     if order.refund_due:
         excess = summary.excess.coins if summary.excess and summary.excess.units else ""
         if excess:

@@ -12,16 +12,21 @@ from .models import Order
 from .states import NEEDS_OPERATOR, OrderState
 
 
+# Refund checks on chain that ended in a finding no later look changes (payments.refunds._FINAL).
+REFUND_CHECK_FAILED = ("other_address", "wrong_asset", "failed", "bad_data", "short")
+
+
 def needs_operator() -> Q:
-    """A claimed, short or late payment, a refund owed, access that failed, or a chain alert (money the
-    watcher had counted is no longer on chain)."""
+    """A claimed, short or late payment, a refund owed, access that failed, a chain alert (money the
+    watcher had counted is no longer on chain), or a refund whose transaction does not hold up on chain."""
     return (Q(state__in=[s.value for s in NEEDS_OPERATOR]) | Q(refund_due=True)
-            | Q(state=OrderState.FAILED.value) | ~Q(chain_alert=""))
+            | Q(state=OrderState.FAILED.value) | ~Q(chain_alert="")
+            | Q(refunds__verified_at__isnull=True, refunds__verification__status__in=REFUND_CHECK_FAILED))
 
 
 class PaymentQueueManager(models.Manager):
     def get_queryset(self):
-        return super().get_queryset().filter(needs_operator()).order_by("created_at", "id")
+        return super().get_queryset().filter(needs_operator()).distinct().order_by("created_at", "id")
 
 
 class PaymentQueueEntry(Order):

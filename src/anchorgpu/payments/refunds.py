@@ -35,6 +35,7 @@ from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders import notify
 from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.queue import REFUND_CHECK_FAILED
 from anchorgpu.orders.states import OrderState
 from anchorgpu.orders.transitions import order_lock, order_transition
 
@@ -224,8 +225,8 @@ def _is_watched(asset) -> bool:
     return is_watched(asset)
 
 
-# Outcomes after which looking again will not help: the operator corrects the record.
-_FINAL = {"other_address", "wrong_asset", "failed", "bad_data", "short"}
+# Outcomes after which looking again will not help: the operator corrects the record (the queue lists them).
+_FINAL = set(REFUND_CHECK_FAILED)
 
 
 def refund_verify(*, refund: Refund, actor: str = CHAIN, watcher=None, now: datetime | None = None) -> Refund:
