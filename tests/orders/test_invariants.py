@@ -67,3 +67,12 @@ def test_a_transaction_credited_to_two_orders_is_found_unless_stated_or_proven(s
     assert len(found) == 1 and first.reference in found[0] and third.reference in found[0]
     Transfer.objects.filter(pk=row.pk).update(source=Transfer.Source.WATCHER)  # read from the chain: proven
     assert invariant_violations() == []
+
+
+def test_a_live_booking_whose_cards_were_let_go_is_found(store):
+    from anchorgpu.allocation.models import BookingDevice
+
+    order = shop.activate(shop.place(store))
+    assert invariant_violations() == []
+    BookingDevice.objects.filter(booking_id=order.booking_id).update(live=False)
+    assert invariant_violations() == [f"booking {order.booking_id} of order {order.reference} holds no live card"]

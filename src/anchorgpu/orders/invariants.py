@@ -30,6 +30,14 @@ def orders_without_their_booking() -> list[str]:
             for ref, state, booking in rows]
 
 
+def bookings_without_their_cards() -> list[str]:
+    """A live booking of an order that needs it, holding no live device slot: the cards would look free."""
+    rows = (Order.objects.filter(state__in=[s.value for s in NEEDS_CONFIRMED_BOOKING],
+                                 booking__state=Booking.State.LIVE)
+            .exclude(booking__slots__live=True).values_list("reference", "booking_id"))
+    return [f"booking {booking} of order {ref} holds no live card" for ref, booking in rows]
+
+
 def overlapping_live_slots() -> list[str]:
     found = []
     slots = (BookingDevice.objects.filter(live=True).order_by("device_id", "starts_at", "id")
@@ -87,5 +95,5 @@ def database_checks_missing() -> list[str]:
 
 
 def invariant_violations() -> list[str]:
-    return [*database_checks_missing(), *orders_without_their_booking(), *overlapping_live_slots(),
-            *transactions_credited_twice()]
+    return [*database_checks_missing(), *orders_without_their_booking(), *bookings_without_their_cards(),
+            *overlapping_live_slots(), *transactions_credited_twice()]
