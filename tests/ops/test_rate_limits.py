@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import SESSION_KEY
+from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
@@ -16,6 +17,7 @@ from django.utils import timezone, translation
 from anchorgpu.ops.models import RateEvent, RateKey
 from anchorgpu.ops.ratelimit import LIMITS, rate_events_purge
 from anchorgpu.orders.models import Order
+from anchorgpu.web import login_guard
 from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.web.test_checkout import form_data
@@ -31,6 +33,36 @@ def limits_on(settings):
 def url(name, **kwargs):
     with translation.override("en"):
         return reverse(name, kwargs=kwargs)
+
+
+RIGHT = "correct horse battery"
+
+
+def attack(username: str = "alice@example.com", count: int | None = None, first: int = 1) -> None:
+    """Wrong passwords on one account, each from an address of its own: the account's window fills."""
+    for n in range(first, first + (count or LIMITS["login_account"][0].count)):
+        Client(REMOTE_ADDR=f"203.0.113.{n}").post(url("login"), {"username": username, "password": f"guess-{n}"})
+
+
+def log_in(client: Client, password: str, username: str = "alice@example.com"):
+    return client.post(url("login"), {"username": username, "password": password})
+
+
+def page_text(response) -> str:
+    """The page, less the CSRF token (masked anew on each page)."""
+    return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", response.content.decode())
+
+
+def same_page(one, other) -> bool:
+    """The same status, redirect, cookies set and page; the same wait, to the second it was computed in."""
+    waits = [int(r["Retry-After"]) for r in (one, other) if r.has_header("Retry-After")]
+    return (one.status_code, one.get("Location"), page_text(one), sorted(one.cookies)) \
+        == (other.status_code, other.get("Location"), page_text(other), sorted(other.cookies)) \
+        and len(waits) in (0, 2) and max(waits, default=0) - min(waits, default=0) <= 1
+
+
+def mailed_code(mail) -> str:
+    return re.search(r"^(\d{6})$", mail.body, re.MULTILINE).group(1)
 
 
 def test_failed_log_ins_per_address_refuse_that_address_and_keep_what_was_typed(client):
@@ -91,11 +123,13 @@ def test_ten_wrong_passwords_from_ten_addresses_do_not_keep_the_owner_out(mailou
     signed_in = owner.post(url("login_code"), {"code": code})
     assert signed_in.status_code == 302 and int(owner.session[SESSION_KEY]) == alice.pk
     assert owner.post(url("login_code"), {"code": code}).status_code == 302  # spent: the session is signed in now
-    # A guesser who found the password still meets the code, which only the mailbox has.
-    thief = Client(REMOTE_ADDR="203.0.113.99")
-    assert thief.post(url("login"), {"username": "alice@example.com", "password": "correct horse battery"}).url \
-        == url("login_code")
-    assert SESSION_KEY not in thief.session
+    # A guesser who found the password still meets the code, which only the mailbox has, and cannot tell a
+    # right guess from a wrong one: both go to the code step.
+    thief, other = Client(REMOTE_ADDR="203.0.113.99"), Client(REMOTE_ADDR="203.0.113.98")
+    right = thief.post(url("login"), {"username": "alice@example.com", "password": "correct horse battery"})
+    wrong = other.post(url("login"), {"username": "alice@example.com", "password": "guess-99"})
+    assert (right.status_code, right.url) == (wrong.status_code, wrong.url) == (302, url("login_code"))
+    assert SESSION_KEY not in thief.session and SESSION_KEY not in other.session
 
 
 def test_an_account_under_attack_on_a_shop_without_email_waits(settings, client):
@@ -108,6 +142,152 @@ def test_an_account_under_attack_on_a_shop_without_email_waits(settings, client)
     assert refused.status_code == 429 and SESSION_KEY not in client.session
     assert 1 <= int(refused["Retry-After"]) <= LIMITS["login_account"][0].seconds
     assert "this shop sends none: try again in 15 minutes" in refused.content.decode()
+    wrong = Client(REMOTE_ADDR="203.0.113.77").post(url("login"), {"username": "alice@example.com", "password": "y"})
+    assert wrong.status_code == 429 and same_page(wrong, refused)  # a wrong password gets the same 429
+
+
+def test_under_attack_a_right_and_a_wrong_password_get_the_same_answer_and_the_decoy_takes_no_code(mailoutbox):
+    shop.load_shop()
+    alice = shop.customer()
+    attack()
+    owner, guesser, stranger = (Client(REMOTE_ADDR=f"198.51.100.{n}") for n in (1, 2, 3))
+    right, wrong = log_in(owner, RIGHT), log_in(guesser, "guess-again")
+    assert right.status_code == 302 and right["Location"] == url("login_code") and same_page(right, wrong)
+    assert SESSION_KEY not in owner.session and SESSION_KEY not in guesser.session
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == [alice.email]  # none for the wrong password
+    code_page = owner.get(url("login_code"))
+    assert code_page.status_code == 200 and "we have sent a 6-digit code" in code_page.content.decode()
+    assert same_page(guesser.get(url("login_code")), code_page)
+    # A name with no account behind it, under attack too, gets the same page: it says nothing of accounts.
+    attack("nobody@example.com", first=50)
+    assert same_page(log_in(stranger, "x", username="nobody@example.com"), wrong)
+    assert same_page(stranger.get(url("login_code")), code_page)
+    # The decoy refuses every code, the one e-mailed to the owner too, as the real step refuses a wrong one.
+    code = mailed_code(mailoutbox[0])
+    other = f"{(int(code) + 1) % 10**6:06d}"
+    real_refusal = owner.post(url("login_code"), {"code": other})
+    assert real_refusal.status_code == 400 and "This code is not the one we sent" in real_refusal.content.decode()
+    assert same_page(guesser.post(url("login_code"), {"code": other}), real_refusal)
+    with_the_code = guesser.post(url("login_code"), {"code": code})
+    assert with_the_code.status_code == 400 and "This code is not the one we sent" in with_the_code.content.decode()
+    assert SESSION_KEY not in guesser.session
+    # Counted under the two-factor limits as the real step's codes are: per account (alice's) and address.
+    assert RateEvent.objects.filter(scope="2fa:address").count() == 3
+    for _ in range(LIMITS["two_factor"][0].count - 3):
+        assert guesser.post(url("login_code"), {"code": other}).status_code == 400
+    assert guesser.post(url("login_code"), {"code": code}).status_code == 429
+    assert owner.post(url("login_code"), {"code": code}).status_code == 429  # the account's 5 are used
+    assert SESSION_KEY not in guesser.session and SESSION_KEY not in owner.session
+
+
+def test_under_attack_no_slot_is_given_back_at_the_password_step():
+    """A right password giving its slots back would tell, through the windows, that it was right."""
+    shop.load_shop()
+    shop.customer()
+    attack()
+    before = RateEvent.objects.filter(scope="login:account").count()
+    log_in(Client(REMOTE_ADDR="198.51.100.1"), RIGHT)
+    log_in(Client(REMOTE_ADDR="198.51.100.2"), "guess-again")
+    assert RateEvent.objects.filter(scope="login:account").count() == before + 2
+    assert RateEvent.objects.filter(scope="login:address").count() == before + 2
+
+
+def test_emailed_codes_are_bounded_then_everyone_gets_the_same_429(mailoutbox):
+    shop.load_shop()
+    shop.customer()
+    attack()
+    codes = LIMITS["login_code_email"][0].count
+    for n in range(codes):  # right passwords, from one address and many: a code each, then no more
+        assert log_in(Client(REMOTE_ADDR=f"198.51.100.{n % 2}"), RIGHT).url == url("login_code")
+    assert len(mailoutbox) == codes
+    right = log_in(Client(REMOTE_ADDR="198.51.100.0"), RIGHT)
+    wrong = log_in(Client(REMOTE_ADDR="198.51.100.9"), "guess-again")
+    assert right.status_code == 429 and same_page(right, wrong)
+    assert 1 <= int(right["Retry-After"]) <= LIMITS["login_code_email"][0].seconds
+    page = right.content.decode()
+    assert "we have sent as many sign-in codes by e-mail as we may for now. Try again in 15 minutes" in page
+    assert 'value="alice@example.com"' in page and RIGHT not in page
+    for n in range(20):
+        log_in(Client(REMOTE_ADDR=f"198.51.100.{n}"), RIGHT)
+    assert len(mailoutbox) == codes  # no more mail, however many right passwords come
+
+
+def test_a_mail_server_failure_is_logged_not_shown(monkeypatch, caplog):
+    """Its 503 would come for right passwords only; the code step then takes no code."""
+    shop.load_shop()
+    shop.customer()
+    attack()
+
+    def failing(*args, **kwargs):
+        raise ConnectionRefusedError("no mail server")
+
+    monkeypatch.setattr(login_guard, "send_mail", failing)
+    owner = Client(REMOTE_ADDR="198.51.100.1")
+    right, wrong = log_in(owner, RIGHT), log_in(Client(REMOTE_ADDR="198.51.100.2"), "guess-again")
+    assert right.status_code == 302 and same_page(right, wrong)
+    assert any("not sent: ConnectionRefusedError" in r.getMessage() for r in caplog.records)
+    assert owner.post(url("login_code"), {"code": "123456"}).status_code == 400 and SESSION_KEY not in owner.session
+
+
+def test_a_known_browser_signs_in_under_attack_without_a_code_even_with_email_off(settings, mailoutbox):
+    shop.load_shop()
+    alice = shop.customer()
+    shop.customer("bob@example.com")
+    owner, bobs = Client(REMOTE_ADDR="198.51.100.1"), Client(REMOTE_ADDR="198.51.100.2")
+    assert log_in(owner, RIGHT).url == url("orders")  # a complete sign-in: the browser is known now
+    assert log_in(bobs, RIGHT, username="bob@example.com").url == url("orders")  # known, as bob's
+    owner.post(url("logout"))
+    assert login_guard.DEVICE_COOKIE in owner.cookies
+    settings.ANCHORGPU_EMAIL_DISABLED = True
+    attack(count=LIMITS["login_account"][1].count)  # both windows full
+    assert log_in(Client(REMOTE_ADDR="198.51.100.3"), RIGHT).status_code == 429  # an unknown browser waits
+    assert log_in(bobs, RIGHT).status_code == 429  # known, but as another account's
+    forged = Client(REMOTE_ADDR="198.51.100.4")
+    forged.cookies[login_guard.DEVICE_COOKIE] = owner.cookies[login_guard.DEVICE_COOKIE].value[:-2] + "xx"
+    assert log_in(forged, RIGHT).status_code == 429
+    before = RateEvent.objects.filter(scope="login:account").count()
+    wrong = log_in(owner, "guess-again")  # the owner mistyping: the usual error, counted
+    assert wrong.status_code == 200 and "do not match an account" in wrong.content.decode()
+    assert RateEvent.objects.filter(scope="login:account").count() == before + 1
+    signed_in = log_in(owner, RIGHT)
+    assert signed_in.status_code == 302 and signed_in.url == url("orders") and int(owner.session[SESSION_KEY]) == \
+        alice.pk
+    assert mailoutbox == []
+
+
+def test_a_password_change_voids_the_known_device(mailoutbox):
+    shop.load_shop()
+    alice = shop.customer()
+    owner = Client(REMOTE_ADDR="198.51.100.1")
+    assert log_in(owner, RIGHT).url == url("orders")
+    alice.set_password("a new password, long enough")
+    alice.save()
+    owner.post(url("logout"))
+    attack()
+    step = log_in(owner, "a new password, long enough")
+    assert step.url == url("login_code") and SESSION_KEY not in owner.session  # not known any more: the code
+    assert owner.post(url("login_code"), {"code": mailed_code(mailoutbox[0])}).url == url("orders")
+    owner.post(url("logout"))  # the code step passed: known again, with the new password
+    assert log_in(owner, "a new password, long enough").url == url("orders") and len(mailoutbox) == 1
+
+
+def test_the_day_limit_keeps_a_slow_guesser_to_thirty_answered_guesses():
+    shop.load_shop()
+    shop.customer()
+    per_window, per_day = (limit.count for limit in LIMITS["login_account"])
+    answered = 0
+    for round_ in range(per_day // per_window):  # ten at a time, waiting for the window between
+        for n in range(per_window):
+            page = log_in(Client(REMOTE_ADDR=f"203.0.113.{round_ * per_window + n + 1}"), "guess")
+            answered += page.status_code == 200 and "do not match an account" in page.content.decode()
+        RateEvent.objects.update(at=F("at") - timedelta(minutes=16))  # the 15 minutes lapse
+    assert answered == per_day
+    # The fifteen minutes' window has room, the day's has not: still under attack.
+    wrong = log_in(Client(REMOTE_ADDR="198.51.100.1"), "guess")
+    right = log_in(Client(REMOTE_ADDR="198.51.100.2"), RIGHT)
+    assert wrong.url == url("login_code") and same_page(wrong, right)
+    RateEvent.objects.update(at=F("at") - timedelta(hours=24))  # a day later: the usual log-in again
+    assert log_in(Client(REMOTE_ADDR="198.51.100.3"), RIGHT).url == url("orders")
 
 
 def test_sign_up_and_password_reset(client):

@@ -23,6 +23,7 @@ from anchorgpu.production import admin_two_factor_required
 from anchorgpu.web import totp, two_factor
 from anchorgpu.web.models import RecoveryCode, TwoFactorDevice
 from tests import shop
+from tests.ops.test_rate_limits import page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -245,6 +246,37 @@ def test_the_code_step_is_rate_limited(client, operator, settings):
         assert client.post(url("login_code"), {"code": "000000"}).status_code == 400
     refused = client.post(url("login_code"), {"code": code_for(operator, offset=1)})
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0 and not signed_in(client)
+
+
+def test_under_attack_an_operators_wrong_password_gets_the_same_code_page_as_a_right_one(operator, settings,
+                                                                                         mailoutbox):
+    settings.ANCHORGPU_RATE_LIMITS = True
+    settings.ANCHORGPU_EMAIL_DISABLED = True  # the authenticator needs no e-mail: no 429 for this account
+    enrol(Client(), operator)
+    for n in range(LIMITS["login_account"][0].count):
+        Client(REMOTE_ADDR=f"203.0.113.{n + 1}").post(url("login"), {"username": operator.username,
+                                                                     "password": f"guess-{n}"})
+    real, decoy = Client(REMOTE_ADDR="198.51.100.1"), Client(REMOTE_ADDR="198.51.100.2")
+    right = password_step(real, operator)
+    wrong = decoy.post(url("login"), {"username": operator.username, "password": "guess-again"})
+    assert right.status_code == wrong.status_code == 302 and right["Location"] == wrong["Location"] == url("login_code")
+    page = real.get(url("login_code"))
+    assert "authenticator app" in page.content.decode() and "does not say whether yours was right" in \
+        page.content.decode()
+    assert page_text(decoy.get(url("login_code"))) == page_text(page)
+    code = code_for(operator, offset=1)  # the enrolment used this step's code
+    refused = decoy.post(url("login_code"), {"code": code})  # the right code, after a wrong password
+    assert refused.status_code == 400 and "This code is not right, or it was already used" in \
+        refused.content.decode() and not signed_in(decoy)
+    assert RateEvent.objects.filter(scope="2fa:account").count() == 1  # counted for the account, as a real one
+    done = real.post(url("login_code"), {"code": code})
+    assert done.status_code == 302 and signed_in(real) and mailoutbox == []
+    # That browser is known now: under attack still, its right password is answered as usual.
+    real.post(url("logout"))
+    password_step(real, operator)
+    assert "Your password was right" in real.get(url("login_code")).content.decode()
+    wrong_there = real.post(url("login"), {"username": operator.username, "password": "mistyped"})
+    assert wrong_there.status_code == 200 and "do not match an account" in wrong_there.content.decode()
 
 
 def test_a_reset_from_the_command_line_is_audited(operator):

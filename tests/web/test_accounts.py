@@ -2,6 +2,9 @@ import re
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import signing
+
+from anchorgpu.web import login_guard
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +209,19 @@ def test_password_change_requires_login_and_works(client):
         "old_password": PASSWORD, "new_password1": new_password, "new_password2": new_password})
     assert response.status_code == 302 and response.url == "/en/account/password/done/"
     assert User.objects.get().check_password(new_password)
+
+
+def test_a_complete_log_in_marks_the_browser_as_a_known_device(client, settings):
+    make_user()
+    data = {"username": "ada@example.com", "password": PASSWORD}
+    assert "anchorgpu_device" not in client.post("/en/account/login/", {**data, "password": "wrong-one"}).cookies
+    cookie = client.post("/en/account/login/", data).cookies["anchorgpu_device"]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax" and not cookie["secure"]
+    assert int(cookie["max-age"]) == 90 * 24 * 3600
+    held = signing.loads(cookie.value, salt=login_guard.DEVICE_SALT)  # signed, with a salt of its own
+    assert held["u"] == User.objects.get().pk and set(held) == {"u", "h"}  # the user and a hash, no e-mail
+    with pytest.raises(signing.BadSignature):
+        signing.loads(cookie.value)
+    settings.SESSION_COOKIE_SECURE = True
+    client.post("/en/account/logout/")
+    assert client.post("/en/account/login/", data).cookies["anchorgpu_device"]["secure"]

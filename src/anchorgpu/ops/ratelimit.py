@@ -56,8 +56,14 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
     # and given back when it was right.
     "login": (Limit("login:address", 20, 900, "address"),),
     # Failed log-ins on one account, from anywhere: counted, never refusing (that would lock the owner out);
-    # past it a right password also needs a code sent by e-mail (``web.login_guard``).
-    "login_account": (Limit("login:account", 10, 900, "field:username"),),
+    # past either window the account is under attack (``web.login_guard``): from a browser it does not know,
+    # right and wrong passwords get the same answer, and a right one needs a second factor. The day's window
+    # keeps a slow guesser to 30 answered guesses a day, not 10 every 15 minutes.
+    "login_account": (Limit("login:account", 10, 900, "field:username"),
+                      Limit("login:account-day", 30, 86400, "field:username")),
+    # Sign-in codes e-mailed to an account under attack: taken by every log-in on that path, right password
+    # or wrong (the answers must not differ), so nobody can flood the owner's mailbox.
+    "login_code_email": (Limit("login:code-email", 3, 900, "field:username"),),
     # Two-factor codes checked at the code step and on the two-factor page (a right one gives its slot back):
     # 5 per account in 15 minutes leave a guesser who has the password 480 tries a day, each with a chance of
     # 3 in 10**6.

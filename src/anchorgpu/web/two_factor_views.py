@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model, login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import Http404
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
@@ -89,10 +90,11 @@ class CodeForm(forms.Form):
 
 class LoginView(auth_views.LoginView):
     """The password step. An account with two-factor on is not signed in here: the session only remembers
-    that the password was right, for a few minutes, and the code step finishes the sign-in. So it is for an
-    account past its limit of failed log-ins, with a code sent by e-mail (``login_guard``). Each attempt takes
-    a slot of the address's limit (refused past it) and one of the account's (never refused) before the
-    password is checked; a right password gives both back."""
+    that the password was right, for a few minutes, and the code step finishes the sign-in. Each attempt takes
+    a slot of the address's limit (refused past it) and notes one of the account's (never refused) before the
+    password is checked. Under attack (the account's windows full, a browser that is not its known device),
+    right and wrong passwords get the same answer (``login_guard``): the code step, real or a decoy, or the
+    same 429; otherwise a right password gives both slots back."""
 
     template_name = "accounts/login.html"
     authentication_form = EmailLoginForm
@@ -106,8 +108,33 @@ class LoginView(auth_views.LoginView):
                                                "%(minutes)d minute.", "Too many failed log-ins came from your "
                                                "IP address. Try again in %(minutes)d minutes.", minutes)
                                  % {"minutes": minutes})
-        # The account's slot, never refused: whether its window was full decides the second factor below.
-        self.account_taken, self.account_wait = rate_note(request, "login_account")
+        # The account's slot, never refused: whether its windows were full decides the answer below.
+        self.account_taken, wait = rate_note(request, "login_account")
+        username = login_guard.typed_username(request)
+        self.account = login_guard.account_for(username)
+        self.guarded = wait > 0 and not login_guard.device_known(request, self.account)
+        # Under attack, what follows depends on the name typed, never on the password.
+        self.guarded_totp = self.guarded and confirmed_device(self.account) is not None
+        self.rate_as = login_guard.decoy_rate_as(self.account, username)
+        if self.guarded and not self.guarded_totp:
+            if login_guard.email_off():
+                minutes = _minutes(wait)
+                return self._refused(RateLimited(wait), ngettext(
+                    "Too many wrong passwords were tried on this account recently. To protect it, signing in now "
+                    "needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d minute.",
+                    "Too many wrong passwords were tried on this account recently. To protect it, signing in now "
+                    "needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d minutes.",
+                    minutes) % {"minutes": minutes})
+            try:
+                rate_take(request, "login_code_email")  # right password or wrong: the answers stay the same
+            except RateLimited as exc:
+                minutes = _minutes(exc.retry_after)
+                return self._refused(exc, ngettext(
+                    "Too many wrong passwords were tried on this account recently, and we have sent as many "
+                    "sign-in codes by e-mail as we may for now. Try again in %(minutes)d minute.",
+                    "Too many wrong passwords were tried on this account recently, and we have sent as many "
+                    "sign-in codes by e-mail as we may for now. Try again in %(minutes)d minutes.",
+                    minutes) % {"minutes": minutes})
         return super().post(request, *args, **kwargs)
 
     def _refused(self, exc: RateLimited | None, text: str, status: int = 429):
@@ -120,30 +147,30 @@ class LoginView(auth_views.LoginView):
         return response
 
     def form_valid(self, form):
-        request = self.request
-        rate_give_back(self.taken + self.account_taken)  # a right password is not a failed log-in
         user = form.get_user()
-        totp_on = confirmed_device(user) is not None
-        wait = 0 if totp_on else self.account_wait  # past the account's limit: a code by e-mail
-        by_email = wait > 0
-        if not totp_on and not by_email:
-            return super().form_valid(form)
+        if not self.guarded:
+            rate_give_back(self.taken + self.account_taken)  # a right password is not a failed log-in
+            if confirmed_device(user) is None:
+                response = super().form_valid(form)
+                login_guard.device_remember(response, user)
+                return response
         pending = {"user": user.pk, "backend": user.backend, "hash": user.get_session_auth_hash(),
-                   "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url()}
-        if by_email:
-            sent = login_guard.email_code_send(user=user, pending=pending)
-            if sent == login_guard.OFF:
-                minutes = _minutes(wait)
-                return self._refused(RateLimited(wait), ngettext(
-                    "Too many wrong passwords were tried on this account in the last minutes. To protect it, "
-                    "signing in now needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d "
-                    "minute.",
-                    "Too many wrong passwords were tried on this account in the last minutes. To protect it, "
-                    "signing in now needs a code sent by e-mail, and this shop sends none: try again in %(minutes)d "
-                    "minutes.", minutes) % {"minutes": minutes})
-            if sent == login_guard.FAILED:
-                return self._refused(None, _("We could not send the sign-in code by e-mail just now. Please try "
-                                             "again in a few minutes."), status=503)
+                   "until": time.time() + PENDING_SECONDS, "next": self.get_redirect_url(),
+                   "guarded": self.guarded, "by_email": self.guarded and not self.guarded_totp,
+                   "taken": self.taken + self.account_taken if self.guarded else []}
+        if pending["by_email"]:
+            login_guard.email_code_send(user=user, pending=pending)  # not sent: logged, the page is the same
+        return self._code_step(pending)
+
+    def form_invalid(self, form):
+        if self.guarded and form.has_error(NON_FIELD_ERRORS, "invalid_login"):
+            return self._code_step({  # a wrong password: the same answer as a right one, and a dead end
+                login_guard.DECOY: True, "rate_as": self.rate_as, "until": time.time() + PENDING_SECONDS,
+                "guarded": True, "by_email": not self.guarded_totp})
+        return super().form_invalid(form)
+
+    def _code_step(self, pending: dict):
+        request = self.request
         if request.user.is_authenticated:
             logout(request)  # nobody stays signed in in this browser while the code is asked for
         else:
@@ -156,10 +183,17 @@ def _minutes(seconds: int) -> int:
     return max(1, -(-seconds // 60))
 
 
-def _pending_user(request):
-    """The user whose password step this session passed, if that is recent and their password unchanged."""
+def _pending(request) -> dict | None:
     pending = request.session.get(PENDING)
     if not isinstance(pending, dict) or pending.get("until", 0) < time.time():
+        return None
+    return pending
+
+
+def _pending_user(request):
+    """The user whose password step this session passed, if that is recent and their password unchanged."""
+    pending = _pending(request)
+    if pending is None or pending.get(login_guard.DECOY):
         return None
     user = get_user_model()._default_manager.filter(pk=pending.get("user"), is_active=True).first()
     if user is None or user.get_session_auth_hash() != pending.get("hash"):
@@ -176,42 +210,52 @@ def _to_login(request):
 @csrf_protect
 @never_cache
 def login_code(request):
-    """The code step: after the password step, or for a session signed in before its user turned two-factor on."""
-    pending = _pending_user(request)
+    """The code step: after the password step, or for a session signed in before its user turned two-factor on.
+    After a wrong password under attack, a decoy: the same page, every code refused as a wrong one is."""
+    step, pending = _pending(request), _pending_user(request)
+    decoy = step if step is not None and step.get(login_guard.DECOY) else None
     if pending is not None:
         user, target = pending, request.session[PENDING].get("next") or ""
+    elif decoy is not None:
+        user, target = None, ""
     elif request.user.is_authenticated and not session_is_verified(request) and confirmed_device(request.user):
         user, target = request.user, safe_next(request) or ""
     elif request.user.is_authenticated:
         return redirect(safe_next(request) or resolve_url(settings.LOGIN_REDIRECT_URL))
     else:
         return _to_login(request)
-    by_email = pending is not None and bool(request.session[PENDING].get("email_code"))
-    if not by_email and confirmed_device(user) is None:  # turned off since the password step
+    step = step if pending is not None or decoy is not None else {}
+    by_email = bool(step.get("by_email"))
+    if not by_email and decoy is None and confirmed_device(user) is None:  # turned off since the password step
         return _to_login(request)
     form, status = CodeForm(by_email=by_email), 200
     if request.method == "POST":
-        try:
-            taken = rate_take(request, "two_factor", user=user)  # before the check; a right code gives it back
+        try:  # before the check; a right code gives it back
+            taken = rate_take(request, "two_factor",
+                              user=login_guard.RateAs(decoy["rate_as"]) if decoy is not None else user)
         except RateLimited as exc:
             return refused_page(request, exc)
         form = CodeForm(request.POST, by_email=by_email)
         if form.is_valid():
             code = form.cleaned_data["code"]
-            if login_guard.email_code_matches(user=user, pending=request.session[PENDING], code=code) if by_email \
-                    else two_factor_verify(user=user, code=code, purpose="sign-in"):
+            if decoy is None and (login_guard.email_code_matches(user=user, pending=step, code=code) if by_email
+                                  else two_factor_verify(user=user, code=code, purpose="sign-in")):
                 rate_give_back(taken)
+                response = redirect(target or resolve_url(settings.LOGIN_REDIRECT_URL))
                 if pending is not None:
-                    backend = request.session[PENDING]["backend"]
+                    rate_give_back(step.get("taken") or [])  # under attack, the password step's slots too
+                    backend = step["backend"]
                     request.session.pop(PENDING, None)
                     login(request, user, backend=backend)
+                    login_guard.device_remember(response, user)
                 if not by_email:  # an e-mailed code is not the operator's second factor
                     session_mark_verified(request, user)
-                return redirect(target or resolve_url(settings.LOGIN_REDIRECT_URL))
+                return response
             form.refuse()
         status = 400
     return render(request, "accounts/login_code.html",
-                  {"form": form, "next": target if pending is None else "", "by_email": by_email}, status=status)
+                  {"form": form, "next": target if pending is None and decoy is None else "", "by_email": by_email,
+                   "guarded": bool(step.get("guarded"))}, status=status)
 
 
 def _page(request, device: TwoFactorDevice | None, **context):
