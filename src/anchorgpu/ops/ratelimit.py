@@ -17,9 +17,10 @@ and at most the limit get through. Three ways to use it:
   (``check``) and count (``count``) with the lock held: an order is counted only once it is created,
   and a repeated request for an order that exists is answered without deciding anything.
 * ``rate_note`` records the attempt under the same lock without refusing it, and says whether the
-  window was already full: failed log-ins per account never lock the account, but past the limit a
-  right password needs a second factor (``web.login_guard``); taking the slot before the password is
-  checked means concurrent guesses cannot all pass while the window still looks open.
+  windows were already full: failed log-ins per account never lock the account, but past a limit it is
+  under attack (``web.login_guard``: the answer no longer depends on the password, and a right one needs a
+  second factor); taking the slot before the password is checked means concurrent guesses cannot all pass
+  while the window still looks open.
 
 Behind a proxy every request comes from the proxy's address; the visitor's is then taken from
 ``X-Forwarded-For`` only when the deployment says a proxy is there (``ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY``,

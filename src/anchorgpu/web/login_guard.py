@@ -22,21 +22,27 @@ on the password, so a guesser with many addresses learns nothing from it:
   a 6-digit code (valid for the ten minutes of the password step, checked under the two-factor limits: 5 per
   account and 20 per address in 15 minutes) and a wrong one gets a decoy; both go to the e-mail code page. No
   e-mail is sent for a wrong password, and a mail server's failure is logged, not shown (the page would tell);
-* with e-mail turned off (``ANCHORGPU_EMAIL_DISABLED``) no code can be sent: right and wrong alike get the same
-  429 until the windows have room again;
+* on that path with e-mail turned off (``ANCHORGPU_EMAIL_DISABLED``) no code can be sent: right and wrong
+  alike get the same 429, with the account's wait, until its windows have room again;
 * no slot is given back at the password step (that too would tell, through the windows, when the guess was
   right); a right code gives back the password step's two.
 
 A guesser who finds the password thus still needs the owner's mailbox (all a password reset needs anyway) or
 their authenticator. The guesses that get an answer are those made while the account is not under attack: at
 most 10 in 15 minutes and 30 in 24 hours, so about 30 a day (some 11,000 a year) against one account,
-whatever the number of addresses.
+whatever the number of addresses. A decoy's codes count for the account typed, or for a stand-in keyed by
+the name when there is no account, so the two-factor limits answer as they would for a real code step.
 
 Known devices (OWASP's "device cookies"): a complete sign-in (the password alone, or the code step passed)
 sets a signed cookie (``DEVICE_COOKIE``, 90 days, HttpOnly, SameSite=Lax, Secure with the session's cookie)
 holding the user and a hash of their session auth hash, so a password change voids it. Under attack, a
 browser with a valid one for the account typed is handled as if the account were not under attack (the owner
 signs in, also with e-mail off); its failures still count. A browser remembers the last account signed in.
+
+Not hidden: under attack, the kind of code page says whether the name typed is an account with two-factor on
+(from the name, never the password); a right password's answer takes the time of sending its e-mail (sent
+within the request); and a guesser can keep an account under attack with its e-mailed codes used up, so that
+an owner without a known device waits, as with e-mail off.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The pages of two-factor sign-in: the log-in's password step (which, for an
 account with two-factor on, or one under attack (``login_guard``), signs nobody
-in yet), the code step, and the operator's page to set it up, make new recovery
-codes or turn it off. Every code checked takes a slot of the two-factor limit
-first (``rate_take``); a right code gives it back."""
+in yet), the code step (or, after a wrong password under attack, its decoy), and
+the operator's page to set it up, make new recovery codes or turn it off. Every
+code checked takes a slot of the two-factor limit first (``rate_take``); a right
+code gives it back."""
 
 from __future__ import annotations
 
