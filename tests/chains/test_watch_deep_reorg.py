@@ -121,7 +121,7 @@ def test_a_transfer_mined_again_clears_the_alert_with_a_trace(chain, anvil_w3):
     assert fresh(order).chain_alert
 
     assert anvil_w3.eth.send_raw_transaction(raw).to_0x_hex() == txid  # the same transaction, mined again
-    again_in = anvil_w3.eth.get_transaction_receipt(txid)["blockNumber"]
+    again_in = evm.wait(anvil_w3, txid)["blockNumber"]  # anvil mines it just after answering
     chain.mine(CONFIRMATIONS)
     chain.poll("eth")
     order = fresh(order)
