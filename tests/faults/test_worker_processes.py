@@ -108,7 +108,10 @@ def test_several_workers_at_once_never_run_the_same_step(tmp_path):
     # worker taking every order (which proves nothing) then happens well under 1 % of runs (it was seen in CI).
     orders = [shop.place(user) for _ in range(6)]
     log = tmp_path / "marks.log"
-    workers = Workers(tmp_path, log, pause=0.1, interval=0.4)
+    # A worker sweeps every ``interval`` seconds from the start of its last sweep, at once if that sweep took
+    # longer: 1.5 s is well above a sweep that prepares one order (five steps of 0.1 s), so the worker that just
+    # took an order rests while the others sweep, instead of taking the write lock back at once.
+    workers = Workers(tmp_path, log, pause=0.1, interval=1.5)
     try:
         for _ in range(3):
             workers.start()
