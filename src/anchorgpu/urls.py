@@ -4,14 +4,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from anchorgpu.ops import health, metrics
-from anchorgpu.web import api
+from anchorgpu.web import api, language_switch
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("api/v1/", include(api.urlpatterns)),
-    path("i18n/", include("django.conf.urls.i18n")),
+    path("i18n/setlang/", language_switch.switch_language, name="set_language"),
     path("admin/", admin.site.urls),
 ]
 urlpatterns += i18n_patterns(path("", include("anchorgpu.web.urls")))
