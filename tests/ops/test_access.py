@@ -32,7 +32,8 @@ ACCESS = {
     "two_factor": (OPERATORS, 200),
     "password_change": (SIGNED_IN, 200), "password_change_done": (SIGNED_IN, 200),
     "password_reset": (PUBLIC, 200), "password_reset_done": (PUBLIC, 200), "password_reset_confirm": (PUBLIC, 200),
-    "password_reset_complete": (PUBLIC, 200), "api_tokens": (SIGNED_IN, 200), "checkout": (SIGNED_IN, 200),
+    "password_reset_complete": (PUBLIC, 200), "api_tokens": (SIGNED_IN, 200), "ssh_keys": (SIGNED_IN, 200),
+    "checkout": (SIGNED_IN, 200),
     "orders": (SIGNED_IN, 200), "order": (OWNER, 200), "order_claim_payment": (OWNER, None),
     "order_cancel": (OWNER, None), "order_refund_address": (OWNER, None), "order_status": (OWNER, 200),
     "invoice_pdf": (OWNER, 200), "credit_note_pdf": (OWNER, 404), "guides": (PUBLIC, 200), "guide": (PUBLIC, 200),
@@ -41,8 +42,8 @@ ACCESS = {
     "api-pilot-reports": (SIGNED_IN, 200), "api-pilot-report": (OWNER, 200),
 }
 FORMS = ["signup", "login", "logout", "password_reset", "checkout", "order_claim_payment", "order_cancel",
-         "order_refund_address", "planner_simulate", "api_tokens", "password_change", "login_code", "two_factor",
-         "pilot_reports"]
+         "order_refund_address", "planner_simulate", "api_tokens", "ssh_keys", "password_change", "login_code",
+         "two_factor", "pilot_reports"]
 
 
 def _names(patterns, admin=False):

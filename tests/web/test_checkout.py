@@ -83,7 +83,7 @@ def test_each_order_gets_its_own_deposit_address(customer_client):
 @pytest.mark.parametrize("overrides, field, text", [
     ({"ssh_keys": PRIVATE_KEY}, "ssh_keys", "leaked"),
     ({"ssh_keys": "ssh-ed25519 not-base64!"}, "ssh_keys", "not an SSH public key"),
-    ({"ssh_keys": ""}, "ssh_keys", "required"),
+    ({"ssh_keys": ""}, "ssh_keys", "at least one SSH public key"),
     ({"ssh_keys": "x" * 50_000}, "ssh_keys", "at most"),
     ({"quantity": "two"}, "quantity", "whole number"),
     ({"quantity": "0"}, "quantity", "at least"),

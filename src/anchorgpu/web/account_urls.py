@@ -1,12 +1,12 @@
 """Customer accounts: sign up, log in (with a code step for two-factor) and out, password reset by email;
-API tokens; an operator's two-factor set-up."""
+API tokens; saved SSH keys; an operator's two-factor set-up."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
 from anchorgpu.ops.ratelimit import rate_limited
 
-from . import accounts, token_views, two_factor_views
+from . import accounts, key_views, token_views, two_factor_views
 
 urlpatterns = [
     path("signup/", rate_limited("signup", again=accounts.signup_refused)(accounts.signup), name="signup"),
@@ -28,5 +28,6 @@ urlpatterns = [
     path("reset/done/", auth_views.PasswordResetCompleteView.as_view(
         template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),
+    path("keys/", key_views.ssh_keys, name="ssh_keys"),
     path("two-factor/", two_factor_views.two_factor, name="two_factor"),
 ]

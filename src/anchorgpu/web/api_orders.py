@@ -46,8 +46,8 @@ _REFERENCE = re.compile(r"^[A-Za-z0-9-]{1,20}$")
 QUOTE_FIELDS = {"product": "str", "quantity": "int", "term": "int", "start": "moment", "environment": "str",
                 "options": "str_list"}
 ORDER_FIELDS = {**QUOTE_FIELDS, "name": "str", "email": "str", "company": "str", "country": "str",
-                "billing_address": "str", "vat_id": "str", "ssh_keys": "lines", "asset": "str", "accept": "bool",
-                "purpose": "str"}
+                "billing_address": "str", "vat_id": "str", "ssh_keys": "lines", "saved_keys": "str_list",
+                "asset": "str", "accept": "bool", "purpose": "str"}
 
 
 def api_endpoint(*methods: str, auth: bool = True):
@@ -167,7 +167,7 @@ def _order_create(request):
     product = _product(body)
     data.pop("product", None)
     data["start_mode"] = "date" if data.get("start") else "asap"
-    form = CheckoutForm(data, product=product)
+    form = CheckoutForm(data, product=product, user=user)
     if not form.is_valid():
         return form_error(form)
     checkout = replace(form.checkout(language=translation.get_language() or "en"), idempotency_key=f"api-{key}")

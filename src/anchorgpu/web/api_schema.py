@@ -145,12 +145,17 @@ def _schemas() -> dict:
         "billing_address": _str(500), "vat_id": _str(20, description="With its country prefix, e.g. PT123456789."),
         "ssh_keys": {"oneOf": [keys, {"type": "array", "items": _str(MAX_KEYS_TEXT, 1), "minItems": 1,
                                       "maxItems": MAX_LIST_ITEMS}]},
+        "saved_keys": {"type": "array", "maxItems": MAX_LIST_ITEMS, "uniqueItems": True,
+                       "items": _str(80, 1, description="The fingerprint of a key saved on your account "
+                                                        "(“SHA256:…”, as the account's SSH keys page shows it)."),
+                       "description": "Saved keys to install, besides or instead of ssh_keys: at least one key "
+                                      "in all."},
         "purpose": {"type": "string", "enum": ["", *PURPOSES],
                     "description": "What the rental is for (optional; the planner's advice follows it)."},
         "asset": _SLUG, "accept": {"type": "boolean", "const": True,
                                    "description": "The customer has read that the term is fixed, that disks "
                                                   "are wiped at its end and are not a backup."}},
-        ["product", "quantity", "term", "environment", "name", "email", "country", "ssh_keys", "asset", "accept"])
+        ["product", "quantity", "term", "environment", "name", "email", "country", "asset", "accept"])
     return {
         "Error": error, "PriceLine": line, "Links": links, "PaymentQuote": quote, "Payment": payment,
         "ClaimCheck": claim_check,

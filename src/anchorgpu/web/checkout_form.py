@@ -14,11 +14,13 @@ from anchorgpu.catalog.rules import MAX_QUANTITY, Stack, environment_fits
 from anchorgpu.i18n import message
 from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.services import Checkout
-from anchorgpu.orders.ssh_keys import SSHKeyError, parse_keys
+from anchorgpu.orders.ssh_keys import MAX_KEYS, SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
 
 from .forms import checked_start
+from .models import SavedKey
 from .run_plans import run_plan_for_order
+from .saved_keys import public_keys, saved_keys_of
 
 MAX_KEYS_TEXT = 40_000
 _VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")
@@ -59,9 +61,16 @@ class CheckoutForm(forms.Form):
     vat_id = forms.CharField(label=_("VAT id (optional)"), max_length=20, required=False,
                              help_text=_("With its country prefix, e.g. PT123456789."))
     ssh_keys = forms.CharField(
-        label=_("SSH public keys"), max_length=MAX_KEYS_TEXT, widget=forms.Textarea(attrs={"rows": 4,
-                                                                                          "spellcheck": "false"}),
+        label=_("SSH public keys"), max_length=MAX_KEYS_TEXT, required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
         help_text=_("One per line, as in a .pub file (“ssh-ed25519 AAAA… you@laptop”). Never paste a private key."))
+    # The customer's saved keys (``SavedKey``), ticked by fingerprint; the order copies them when it is placed.
+    saved_keys = forms.ModelMultipleChoiceField(
+        label=_("Your saved SSH keys"), required=False, queryset=SavedKey.objects.none(), to_field_name="fingerprint",
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"invalid_choice": _("“%(value)s” is not one of your saved keys."),
+                        "invalid_pk_value": _("“%(pk)s” is not one of your saved keys.")})
+    save_keys = forms.BooleanField(label=_("Save the keys pasted above to my account"), required=False)
     asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
                                    to_field_name="code",
                                    error_messages={"invalid_choice": _("Choose one of the assets listed.")})
@@ -77,9 +86,11 @@ class CheckoutForm(forms.Form):
                 "local disks are not a backup."),
         error_messages={"required": _("Please confirm that you have read this.")})
 
-    def __init__(self, *args, product: Product, **kwargs):
+    def __init__(self, *args, product: Product, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.product = product
+        self.fields["saved_keys"].queryset = saved_keys_of(user)
+        self.fields["saved_keys"].label_from_instance = lambda key: f"{key.label} · {key.key_type} {key.fingerprint}"
         self.fields["environment"].queryset = Environment.objects.filter(
             is_active=True, stack__in=[stack.value for stack in Stack if environment_fits(product.stack, stack)])
         self.fields["options"].queryset = Option.objects.filter(is_active=True)
@@ -92,7 +103,7 @@ class CheckoutForm(forms.Form):
             self.fields["quantity"].label = _("Lots")
             self.fields["quantity"].help_text = _("Each lot is %(n)d cards joined by NVLink on one host.") % {
                 "n": product.cards_per_unit}
-        self.parsed_keys = []
+        self.parsed_keys, self.pasted_keys = [], []
 
     def clean_start(self):
         start = checked_start(self.cleaned_data.get("start"),
@@ -114,8 +125,10 @@ class CheckoutForm(forms.Form):
 
     def clean_ssh_keys(self):
         text = self.cleaned_data.get("ssh_keys", "")
+        if not text.strip():
+            return ""  # none pasted: saved keys may be ticked instead (``clean`` checks there is one)
         try:
-            self.parsed_keys = parse_keys(text)
+            self.pasted_keys = parse_keys(text)
         except SSHKeyError as exc:
             if exc.leaked:
                 self.data = self.data.copy()  # never echo a private key back into the page
@@ -126,13 +139,34 @@ class CheckoutForm(forms.Form):
             where = _("Line %(n)d: ") % {"n": exc.line} if exc.line else ""
             raise forms.ValidationError(_("%(where)sThis is not an SSH public key we can use: %(reason)s")
                                         % {"where": where, "reason": message(exc)}, code="bad_key") from None
-        return "\n".join(key.line for key in self.parsed_keys)
+        return "\n".join(key.line for key in self.pasted_keys)
 
     def clean(self):
         cleaned = super().clean()
         if cleaned.get("start_mode") == "date" and not cleaned.get("start") and "start" not in self.errors:
             self.add_error("start", _("Give the start date and time, or choose “as soon as possible”."))
+        if "ssh_keys" not in self.errors and "saved_keys" not in self.errors:
+            self._join_saved_keys(list(cleaned.get("saved_keys") or []))
         return cleaned
+
+    def _join_saved_keys(self, saved) -> None:
+        """The pasted keys, then the ticked saved ones not pasted too; checked as pasted keys are."""
+        try:
+            ticked = public_keys(saved)
+        except SSHKeyError as exc:
+            self.add_error("saved_keys", _("A saved key is no longer accepted: %(reason)s")
+                           % {"reason": message(exc)})
+            return
+        pasted = {key.fingerprint for key in self.pasted_keys}
+        self.parsed_keys = self.pasted_keys + [key for key in ticked if key.fingerprint not in pasted]
+        if not self.parsed_keys:
+            self.add_error("ssh_keys", _("Give at least one SSH public key, or tick one of your saved keys."))
+        elif len(self.parsed_keys) > MAX_KEYS:
+            self.add_error("ssh_keys", _("At most %(most)d keys per order.") % {"most": MAX_KEYS})
+
+    def keys_to_save(self) -> list:
+        """The pasted keys, when the customer asked to save them to their account."""
+        return list(self.pasted_keys) if self.cleaned_data.get("save_keys") else []
 
     def checkout(self, *, language: str) -> Checkout:
         data = self.cleaned_data

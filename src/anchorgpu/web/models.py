@@ -100,3 +100,27 @@ class RecoveryCode(models.Model):
 
     def __str__(self) -> str:
         return f"recovery code #{self.pk}"
+
+
+class SavedKey(models.Model):
+    """An SSH public key a customer keeps on their account, to tick at checkout instead of pasting it.
+    Parsed and checked as checkout checks keys (``anchorgpu.orders.ssh_keys``); an order copies the keys
+    it is given into its own ``OrderKey`` rows, so removing a saved key never changes an order."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_keys")
+    label = models.CharField(_("label"), max_length=60)
+    key_type = models.CharField(_("type"), max_length=64)
+    bits = models.PositiveIntegerField(_("bits"))
+    fingerprint = models.CharField(_("fingerprint"), max_length=80)
+    comment = models.CharField(_("comment"), max_length=200, blank=True)
+    public_key = models.TextField(_("public key"))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["user", "fingerprint"], name="saved_key_once_per_user")]
+        verbose_name = _("saved SSH key")
+        verbose_name_plural = _("saved SSH keys")
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.key_type} {self.fingerprint})"

@@ -32,6 +32,7 @@ from . import order_forms, timeline
 from .checkout_form import CheckoutForm
 from .order_limits import order_place_limited
 from .run_plans import plan_at_checkout
+from .saved_keys import saved_keys_keep
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
 
@@ -105,7 +106,7 @@ def checkout(request, slug: str):
         raise Http404("no such product")
     status, retry_after = 200, None
     if request.method == "POST":
-        form = CheckoutForm(request.POST, product=product)
+        form = CheckoutForm(request.POST, product=product, user=request.user)
         if form.is_valid():
             try:
                 order = order_place_limited(
@@ -125,11 +126,12 @@ def checkout(request, slug: str):
                     "%(minutes)d minutes.", minutes) % {"minutes": minutes})
                 status, retry_after = 429, exc.retry_after
             else:
+                saved_keys_keep(user=request.user, keys=form.keys_to_save())
                 return redirect("order", reference=order.reference)
         else:
             status = 400
     else:
-        form = CheckoutForm(initial=_initial(request, product), product=product)
+        form = CheckoutForm(initial=_initial(request, product), product=product, user=request.user)
     offer = _preview(form, product)
     context = {"form": form, "product": product, "offer": offer, "plan": _plan_shown(form, product, offer)}
     response = render(request, "web/checkout.html", context, status=status)
