@@ -34,6 +34,14 @@ class AssetForm(forms.ModelForm):
         model = Asset
         fields = "__all__"
 
+    def clean(self):
+        cleaned = super().clean()
+        places, decimals = cleaned.get("quote_decimals"), cleaned.get("decimals")
+        if places is not None and decimals is not None and places > decimals:
+            self.add_error("quote_decimals", _("At most the asset's decimal places (%(decimals)d).")
+                           % {"decimals": decimals})
+        return cleaned
+
     def clean_watch_url(self):
         url = (self.cleaned_data.get("watch_url") or "").strip()
         problem = check_url(url) if url else None
@@ -51,8 +59,9 @@ class AssetAdmin(admin.ModelAdmin):
     list_editable = ("position", "is_active")
     list_filter = ("is_active", "scheme", "network")
     search_fields = ("code", "symbol", "name", "contract")
-    fields = ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id", "decimals", "contract",
-              "confirmations_required", "tolerance_bps", "watch_url", "position", "is_active")
+    fields = ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id", "decimals",
+              "quote_decimals", "contract", "confirmations_required", "tolerance_bps", "watch_url", "position",
+              "is_active")
     form = AssetForm
     change_list_template = "admin/payments/asset/change_list.html"
 

@@ -32,6 +32,8 @@ ASSETS = [
     ("usdc-ethereum", "USDC", "USD Coin", "ethereum", gettext_noop("Ethereum mainnet (ERC-20)"), "evm", 1, 6,
      USDC_ETHEREUM, 12, 10),
 ]
+# Decimal places a quote is rounded up to and shown with: one satoshi; a millionth of an ether; a cent.
+QUOTE_DECIMALS = {"btc": 8, "eth": 6, "usdc-ethereum": 2}
 # Demo figures only, in USD per whole coin.
 RATES = {"btc": "91250.00", "eth": "3120.00", "usdc-ethereum": "1.00"}
 
@@ -43,8 +45,8 @@ def load_payments(*, currency: str = "USD") -> dict[str, Asset]:
                    tolerance) in enumerate(ASSETS):
         assets[code], _ = Asset.objects.update_or_create(code=code, defaults=dict(
             symbol=symbol, name=name, network=network, network_name=network_name, scheme=scheme, chain_id=chain_id,
-            decimals=decimals, contract=contract, confirmations_required=confirmations, tolerance_bps=tolerance,
-            position=position))
+            decimals=decimals, quote_decimals=QUOTE_DECIMALS.get(code), contract=contract,
+            confirmations_required=confirmations, tolerance_bps=tolerance, position=position))
     DepositKey.objects.get_or_create(scheme="btc", defaults=dict(extended_public_key=DEMO_ZPUB,
                                                                  label="BIP84 test vector (demo only)"))
     DepositKey.objects.get_or_create(scheme="evm", defaults=dict(extended_public_key=DEMO_XPUB_EVM,

@@ -6,6 +6,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from .addresses import Scheme
+from .amounts import quoted_places
 from .fields import BaseUnitsField
 
 SCHEME_CHOICES = [
@@ -26,6 +27,11 @@ class Asset(models.Model):
     scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES)
     chain_id = models.PositiveBigIntegerField(_("EVM chain id"), null=True, blank=True)
     decimals = models.PositiveSmallIntegerField(_("decimal places"), validators=[MaxValueValidator(30)])
+    quote_decimals = models.PositiveSmallIntegerField(
+        _("decimal places quoted"), null=True, blank=True, validators=[MaxValueValidator(30)],
+        help_text=_("A quote's amount is rounded up to this many decimal places and shown with them: 8 for "
+                    "Bitcoin (one satoshi), 6 for Ether, 2 for a dollar stablecoin. Empty: at most 8. Never more "
+                    "than the asset's decimal places; changing it affects new quotes only."))
     contract = models.CharField(_("token contract"), max_length=42, blank=True,
                                 help_text=_("ERC-20 contract address; empty for the network's own coin."))
     confirmations_required = models.PositiveSmallIntegerField(_("confirmations required"), default=1)
@@ -60,6 +66,11 @@ class Asset(models.Model):
     @property
     def is_token(self) -> bool:
         return bool(self.contract)
+
+    @property
+    def quoted_places(self) -> int:
+        """Decimal places a quote's amount is rounded up to, and shown with."""
+        return quoted_places(self.decimals, self.quote_decimals)
 
     def tolerance_for(self, amount: int) -> int:
         return min(amount * self.tolerance_bps // 10_000, max(amount - 1, 0))

@@ -38,7 +38,7 @@ def quote_create(*, order, asset: Asset, now: datetime, actor: str, settings: Pa
     """Runs inside the order's transaction (``order_place``), which may pass the payment settings it read."""
     settings = settings or PaymentSettings.current()
     rate = rate_current(asset, order.currency, now=now, settings=settings)
-    amount = crypto_amount(order.fiat_total, rate=rate.price, decimals=asset.decimals)
+    amount = crypto_amount(order.fiat_total, rate=rate.price, decimals=asset.decimals, places=asset.quoted_places)
     key, index = _fresh_index(asset.scheme)
     if key.extended_public_key.strip() in PUBLIC_TEST_KEYS and not django_settings.ANCHORGPU_ALLOW_TEST_KEYS:
         log.error("refusing a quote: the %s deposit key is the demo's public test key; set your own in the admin",

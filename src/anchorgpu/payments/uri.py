@@ -4,14 +4,16 @@ that scans it cannot round it."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import segno
 
 
 def whole_units(amount: int, decimals: int) -> str:
     """Base units as a plain decimal string of whole coins: 150000, 8 -> "0.0015"."""
-    text = format(Decimal(amount).scaleb(-decimals), "f")
+    with localcontext() as ctx:
+        ctx.prec = 80  # Decimal's default 28 digits would round a very large amount
+        text = format(Decimal(amount).scaleb(-decimals), "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
