@@ -5,7 +5,7 @@ import sys
 
 PURE_MODULES = [
     "anchorgpu.messages", "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
-    "anchorgpu.allocation.placement", "anchorgpu.allocation.rules",
+    "anchorgpu.allocation.placement", "anchorgpu.allocation.rules", "anchorgpu.allocation.slide",
     "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing",
     "anchorgpu.orders.states", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",

@@ -9,6 +9,9 @@ ANCHORGPU_ENV                            "production" checks the key, DEBUG and 
                                          X-Forwarded-Proto trusted unless ANCHORGPU_BEHIND_TLS_PROXY=0)
 ANCHORGPU_ALLOWED_HOSTS                  comma-separated host names
 ANCHORGPU_HOLD_MINUTES                   how long a hold lasts when no quote sets it (60)
+ANCHORGPU_ACCESS_MINUTES                 how long access preparation may take: an as-soon-as-possible order
+                                         holds its cards that much past the term, so the term can start
+                                         when access is ready (30)
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
@@ -287,6 +290,7 @@ LOGGING = {
 
 # Business settings the operator may change per deployment.
 ANCHORGPU_HOLD_MINUTES = int(os.environ.get("ANCHORGPU_HOLD_MINUTES", "60"))
+ANCHORGPU_ACCESS_MINUTES = _whole("ANCHORGPU_ACCESS_MINUTES", 30, minimum=0)
 ANCHORGPU_BOOKING_HORIZON_DAYS = int(os.environ.get("ANCHORGPU_BOOKING_HORIZON_DAYS", "365"))
 # Quotes to the demo's public test-vector deposit keys (anyone can spend from them): refused unless allowed.
 ANCHORGPU_ALLOW_TEST_KEYS = _flag("ANCHORGPU_ALLOW_TEST_KEYS", default=DEBUG)

@@ -271,6 +271,22 @@ def live_slots_overlapping(device_ids, period: Period, *, now: datetime):
             .select_related("booking"))
 
 
+def free_until(device_ids, *, after: datetime, until: datetime, now: datetime, besides: int | None = None) -> datetime:
+    """How far from ``after`` (up to ``until``) all of these devices stay free: the start of the first live
+    booking of any of them after ``after`` (``besides`` one, the booking asking), else ``until``. Maintenance
+    windows count through their device slots; a device whose host is not on sale is free for nothing more."""
+    ids = list(device_ids)
+    if until <= after:
+        return after
+    if Device.objects.filter(pk__in=ids).exclude(host__status=Host.Status.ACTIVE).exists():
+        return after
+    slots = BookingDevice.objects.filter(_live_at(now), device_id__in=ids, starts_at__lt=until, ends_at__gt=after)
+    if besides is not None:
+        slots = slots.exclude(booking_id=besides)
+    first = slots.order_by("starts_at").values_list("starts_at", flat=True).first()
+    return until if first is None else max(after, min(first, until))
+
+
 def live_customer_bookings(*, host_id: int | None = None, device_ids=None, now: datetime | None = None):
     """Holds and confirmed terms still to run (not ended, not expired) on a
     host or on some devices: what an inventory change would strand."""

@@ -104,7 +104,8 @@ def _retrying(attempt_once):
 
 
 def hold_place(*, product: Product, quantity: int, start: datetime | None, term_days: int, actor: str = SYSTEM,
-               reference: str = "", hold_minutes: int | None = None, now: datetime | None = None) -> Booking:
+               reference: str = "", hold_minutes: int | None = None, reach: timedelta = timedelta(0),
+               now: datetime | None = None) -> Booking:
     """Reserve ``quantity`` units of ``product`` for ``[start, start + term)``
     until the hold expires (the payment window).
 
@@ -114,7 +115,12 @@ def hold_place(*, product: Product, quantity: int, start: datetime | None, term_
     to a concurrent one; it gets the next start (``NoStartFree`` when none is
     left within the horizon). A dated start that was taken in the meantime
     is refused with ``NoLongerAvailable``: that is the customer's choice to
-    make again."""
+    make again.
+
+    ``reach`` holds the same cards past the term, as far as they are free up
+    to that much longer: room for a term that slides to the moment access is
+    ready (``allocation.slide``). The booking's period then runs from the
+    start to that end; the term is the order's to place inside it."""
     now = now or timezone.now()
     try:
         check_quantity(quantity)
@@ -149,10 +155,13 @@ def hold_place(*, product: Product, quantity: int, start: datetime | None, term_
             raise NoLongerAvailable(
                 f"No longer available: {exc.free} of the {quantity} unit(s) of {product.name} asked for "
                 f"are free from {period.start:%Y-%m-%d %H:%M} UTC for {term_days} days.") from None
+        device_ids = sorted(d for unit in chosen for d in unit.devices)  # one order everywhere: fewer deadlocks
+        if reach > timedelta(0):
+            period = Period(period.start, selectors.free_until(device_ids, after=period.end, until=period.end + reach,
+                                                               now=now))
         booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=quantity,
                                          starts_at=period.start, ends_at=period.end, expires_at=expires_at,
                                          reference=reference)
-        device_ids = sorted(d for unit in chosen for d in unit.devices)  # one order everywhere: fewer deadlocks
         BookingDevice.objects.bulk_create([
             BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
                           expires_at=expires_at) for d in device_ids])
@@ -228,6 +237,56 @@ def hold_extend(*, booking: Booking, until: datetime, actor: str, reason: str,
         audit_record(actor=actor, action="hold_extend", obj=locked, reason=reason,
                      data={"from": before.isoformat(), "until": until.isoformat()})
     return True
+
+
+def booking_stretch(*, booking: Booking, until: datetime, actor: str, reason: str,
+                    now: datetime | None = None) -> Booking:
+    """Keep a live hold's or term's cards until ``until``, or as far towards it as they are free (a term
+    that slides later needs them longer). Never shortens; returns the booking with its new end. Runs in the
+    product's turn like every writer of its slots, the exclusion constraint as the backstop."""
+    now = now or timezone.now()
+
+    def attempt(retry: bool) -> Booking:
+        _take_turn(booking.product_id)
+        if retry:
+            _expire_stale_holds(now)
+        locked = _lock(booking)
+        if locked.state != Booking.State.LIVE or locked.kind not in (Booking.Kind.HOLD, Booking.Kind.CONFIRMED):
+            raise InvalidBookingState(f"Booking #{locked.pk} is a {locked.kind} booking in state “{locked.state}”; "
+                                      "only a live hold or term can be stretched.")
+        if until <= locked.ends_at:
+            return locked
+        devices = list(locked.slots.values_list("device_id", flat=True))
+        end = selectors.free_until(devices, after=locked.ends_at, until=until, now=now, besides=locked.pk)
+        if end > locked.ends_at:
+            before = locked.ends_at
+            locked.slots.filter(ends_at=before).update(ends_at=end)
+            locked.ends_at = end
+            locked.save(update_fields=["ends_at"])
+            audit_record(actor=actor, action="booking_stretch", obj=locked, reason=reason,
+                         data={"from": before.isoformat(), "to": end.isoformat(), "wanted": until.isoformat()})
+        return locked
+
+    return _retrying(attempt)
+
+
+def booking_trim(*, booking: Booking, end: datetime, actor: str, reason: str) -> Booking:
+    """Let a live booking's cards go from ``end`` on (the rest of a held period a term did not need).
+    Never lengthens; a shorter period cannot conflict with anyone."""
+    with transaction.atomic():
+        locked = _lock(booking)
+        if locked.state != Booking.State.LIVE:
+            raise InvalidBookingState(f"Booking #{locked.pk} is {locked.state}; only a live booking can be trimmed.")
+        if end >= locked.ends_at:
+            return locked
+        _period(locked.starts_at, end)  # refuses an empty period
+        before = locked.ends_at
+        locked.slots.filter(ends_at__gt=end).update(ends_at=end)
+        locked.ends_at = end
+        locked.save(update_fields=["ends_at"])
+        audit_record(actor=actor, action="booking_trim", obj=locked, reason=reason,
+                     data={"from": before.isoformat(), "to": end.isoformat()})
+    return locked
 
 
 def _order_counting_on(booking: Booking):

@@ -57,6 +57,7 @@ from .models import Order, ProvisioningStep
 from .provisioner import Provisioner, ProvisioningError, get_provisioner
 from .provisioning import PLAN, WIPE, Step, next_step
 from .states import OrderState
+from .term_slide import term_slide
 from .transitions import order_lock, order_transition
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ def _run_step(order_pk: int, provisioner: Provisioner, clock: Callable[[], datet
         if order.state == S.PAID.value:
             _start(order, provisioner, reason="access preparation started")
         if step is PLAN[-1]:
+            # Access is ready: an as-soon-as-possible term starts now, whatever the payment and preparation took.
+            term_slide(order, at=clock(), actor=SYSTEM, final=True)
             order.access_host = str(detail["host"])
             order.access_port = int(detail["port"])
             order.access_user = str(detail["user"])

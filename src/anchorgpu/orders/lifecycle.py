@@ -192,6 +192,11 @@ def _strand_due(now: datetime) -> int:
                 # period has passed, so it holds back no card from anyone.
                 order.refund_due = True
                 order.save(update_fields=["refund_due", "updated_at"])
+                booking = order.booking
+                if booking is not None and booking.state == booking.State.LIVE and booking.ends_at > order.ends_at:
+                    # The room an as-soon-as-possible term kept to start later is not needed any more.
+                    allocation.booking_trim(booking=booking, end=order.ends_at, actor=SYSTEM,
+                                            reason="the term ended before access was prepared")
                 audit_record(actor=SYSTEM, action="term_missed", obj=order,
                              reason="the term ended before access was prepared; refund or offer a new term")
             else:

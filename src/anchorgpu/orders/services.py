@@ -5,7 +5,7 @@ preparation and the term lifecycle in ``fulfilment`` and ``lifecycle``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -28,6 +28,7 @@ from . import notify
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
 from .models import Order, OrderKey, new_reference
 from .ssh_keys import PublicKey
+from .term_slide import placement_reach
 from .states import OrderState
 from .transitions import order_lock, order_transition
 
@@ -110,13 +111,17 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
         with transaction.atomic():
             # No start: the earliest one, searched in the product's turn (an order for "as soon as possible"
             # is not refused because a concurrent one took the start it would have found a moment before).
+            # An as-soon-as-possible term starts when access is ready: its cards are held past the term for
+            # the payment window and access preparation, and the term slides inside that (``term_slide``).
             booking = allocation.hold_place(product=request.product, quantity=request.quantity, start=request.start,
                                             term_days=request.term_days, actor=actor, reference=reference,
-                                            hold_minutes=payment.quote_minutes, now=now)
+                                            hold_minutes=payment.quote_minutes, now=now,
+                                            reach=placement_reach(payment) if request.start is None else timedelta(0))
             order = Order.objects.create(
                 reference=reference, user=user, language=request.language, product=request.product,
                 quantity=request.quantity, term_days=request.term_days, start_asap=request.start is None,
-                starts_at=booking.starts_at, ends_at=booking.ends_at, environment=request.environment,
+                starts_at=booking.starts_at, ends_at=booking.starts_at + timedelta(days=request.term_days),
+                environment=request.environment,
                 option_slugs=list(request.options), booking=booking, currency=price.currency,
                 lines=_lines(price), fiat_total=price.total, name=request.name, email=request.email,
                 company=request.company, country=request.country, billing_address=request.billing_address,

@@ -16,11 +16,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.allocation import services as allocation
-from anchorgpu.allocation.errors import HoldExpired, InvalidRequest, NoLongerAvailable
+from anchorgpu.allocation.errors import HoldExpired, InvalidRequest, NoLongerAvailable, NoStartFree
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
+from anchorgpu.orders import term_slide
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
@@ -77,7 +78,8 @@ def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | N
 def _keep_hold(order: Order, *, until: datetime, actor: str, now: datetime, reason: str) -> None:
     booking = order.booking
     if booking is not None and booking.kind == Booking.Kind.HOLD and until > now:
-        allocation.hold_extend(booking=booking, until=until, actor=actor, reason=reason, now=now)
+        if allocation.hold_extend(booking=booking, until=until, actor=actor, reason=reason, now=now):
+            term_slide.hold_until(order, until=until, actor=actor, now=now)
 
 
 def refund_address_problem(order: Order, address: str) -> str | None:
@@ -141,23 +143,32 @@ def _secure_capacity(order: Order, *, actor: str, now: datetime) -> bool:
             return True
         if booking.kind == Booking.Kind.HOLD:
             try:
-                allocation.hold_confirm(booking=booking, actor=actor, now=now)
+                order.booking = allocation.hold_confirm(booking=booking, actor=actor, now=now)
+                term_slide.term_slide(order, at=now, actor=actor, final=False, now=now)
                 return True
             except HoldExpired:
                 pass
-    start = max(order.starts_at, now.replace(microsecond=0))
+    return _book_again(order, start=max(order.starts_at, now.replace(microsecond=0)), actor=actor, now=now)
+
+
+def _book_again(order: Order, *, start: datetime | None, actor: str, now: datetime) -> bool:
+    """Book the order's term again, its hold having run out: from ``start``, or (None) from the earliest
+    start free. An as-soon-as-possible term keeps room to start when access is ready."""
+    reach = term_slide.access_allowance() if order.start_asap else timedelta(0)
     try:
         hold = allocation.hold_place(product=order.product, quantity=order.quantity, start=start,
                                      term_days=order.term_days, actor=actor, reference=order.reference,
-                                     hold_minutes=5, now=now)
-        allocation.hold_confirm(booking=hold, actor=actor, now=now)
-    except (NoLongerAvailable, InvalidRequest):
+                                     hold_minutes=5, reach=reach, now=now)
+        hold = allocation.hold_confirm(booking=hold, actor=actor, now=now)
+    except (NoLongerAvailable, NoStartFree, InvalidRequest):
         return False
-    moved = start != order.starts_at
-    order.booking, order.starts_at, order.ends_at = hold, hold.starts_at, hold.ends_at
+    moved = hold.starts_at != order.starts_at
+    order.booking, order.starts_at = hold, hold.starts_at
+    order.ends_at = hold.starts_at + timedelta(days=order.term_days)
     order.save(update_fields=["booking", "starts_at", "ends_at", "updated_at"])
     audit_record(actor=actor, action="order_rebook", obj=order, reason="hold had expired; cards booked again",
                  data={"booking": hold.pk, "start": hold.starts_at.isoformat(), "moved": moved})
+    term_slide.term_slide(order, at=now, actor=actor, final=False, now=now)
     return True
 
 
@@ -212,16 +223,20 @@ def note_excess(order: Order, actor: str) -> None:
                      data={"excess_units": str(owed), "asset": order.quote.asset.code})
 
 
+def _paid(order: Order, *, actor: str, now: datetime, reason: str) -> None:
+    order.paid_at = now
+    order_transition(order=order, to=S.PAID, actor=actor, reason=reason, update_fields=("paid_at",))
+    # The invoice is settled by the quoted amount at most; any excess is owed back, not invoiced.
+    invoice_issue(order=order, crypto_amount=min(received_total(order), order.quote.amount), actor=actor, now=now)
+    note_excess(order, actor)
+
+
 def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bool) -> None:
     """Secure the cards, then PAID (with the invoice) or, with the cards gone, a refund is due."""
     if late and order.order_state is not S.PAID_LATE:
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason=reason)
     if _secure_capacity(order, actor=actor, now=now):
-        order.paid_at = now
-        order_transition(order=order, to=S.PAID, actor=actor, reason=reason, update_fields=("paid_at",))
-        # The invoice is settled by the quoted amount at most; any excess is owed back, not invoiced.
-        invoice_issue(order=order, crypto_amount=min(received_total(order), order.quote.amount), actor=actor, now=now)
-        note_excess(order, actor)
+        _paid(order, actor=actor, now=now, reason=reason)
         return
     if order.order_state is not S.PAID_LATE:
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason="paid, but the cards are no longer free")
@@ -330,4 +345,27 @@ def payment_recheck_capacity(*, order: Order, actor: str, now: datetime | None =
             raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."),
                                 code="refunded")
         _mark_paid(locked, actor=actor, now=now, reason="capacity re-checked", late=True)
+    return locked
+
+
+def payment_take_earliest_start(*, order: Order, actor: str, now: datetime | None = None) -> Order:
+    """A late payment whose cards were taken meanwhile: the customer (or an operator for them) accepts the
+    earliest start from now at which the same cards are free for the whole term, instead of a refund."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = order_lock(order)
+        if locked.order_state is not S.PAID_LATE:
+            raise NotAllowedNow(_("Only a late payment whose cards were taken can take a later start."))
+        if locked.refunds.exists():
+            raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."),
+                                code="refunded")
+        if payment_status(locked).status not in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID,
+                                                 evaluation.PaymentStatus.LATE):
+            raise NotAllowedNow(_("The confirmed transfers are short of the quote."), code="underpaid")
+        if not _book_again(locked, start=None, actor=actor, now=now):
+            raise NotAllowedNow(_("No start within the booking horizon has these cards free for the whole term; "
+                                  "ask for a refund instead."), code="unavailable")
+        audit_record(actor=actor, action="payment_take_earliest_start", obj=locked,
+                     data={"start": locked.starts_at.isoformat()})
+        _paid(locked, actor=actor, now=now, reason="late payment: the customer took the earliest free start")
     return locked
