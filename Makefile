@@ -1,8 +1,10 @@
 # The two commands a fresh machine needs (see README):
 #   make serve   install into .venv, create the SQLite database, load the demo, serve on http://127.0.0.1:8000
+#                with the worker beside it (emails, quote expiry, access preparation); make serve PORT=8001
 #   make test    install the test dependencies, run the whole suite on SQLite and on PostgreSQL
 
 PYTHON ?= python3.11
+PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/anchorgpu
@@ -43,7 +45,7 @@ catalogs: $(VENV)/.installed
 	$(BIN)/anchorgpu compilecatalogs
 
 serve: $(VENV)/.installed catalogs
-	$(BIN)/anchorgpu serve
+	$(BIN)/anchorgpu serve --port $(PORT)
 
 test: anvil test-sqlite test-postgres
 

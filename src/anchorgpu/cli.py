@@ -1,7 +1,7 @@
 """The ``anchorgpu`` command.
 
     anchorgpu serve [--host H] [--port P]   migrate, load the demo into an empty database, serve the shop
-                                            (and run queued planner simulations)
+                                            with the worker beside it (and run queued planner simulations)
     anchorgpu worker [--once] [--interval S] run the periodic sweeps and the queued planner simulations
     anchorgpu demo                          load the demo catalog, prices and fleet into an empty database
     anchorgpu compilecatalogs               compile the translation catalogs (no GNU gettext needed)
@@ -73,6 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-demo", action="store_true", help="do not load the demo into an empty database")
     serve.add_argument("--no-simulations", action="store_true",
                        help="do not run the planner's queued simulations in this process (a worker runs them)")
+    serve.add_argument("--no-worker", action="store_true",
+                       help="do not start the worker beside the server (run `anchorgpu worker` yourself)")
+    serve.add_argument("--worker-interval", type=_positive, default=5.0,
+                       help="seconds between the worker's sweeps (5)")
     worker = sub.add_parser("worker", help="run the periodic sweeps (expire holds, ...)")
     worker.add_argument("--once", action="store_true", help="sweep once and exit")
     worker.add_argument("--interval", type=_positive, default=15.0, help="seconds between sweeps (15)")
@@ -115,21 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve" and not args.no_demo:
         # The demo server may take orders to the demo's public test-vector deposit keys (README).
         os.environ.setdefault("ANCHORGPU_ALLOW_TEST_KEYS", "1")
+    if args.command == "serve":
+        from anchorgpu.serve import site_url_default
+
+        site_url_default(args.host, args.port)  # links in emails follow the port served on, unless configured
     _setup()
     if args.command == "serve":
         _compile_catalogs(only_stale=True)  # a checkout that has not been through `make` yet
         _prepare_database(load=not args.no_demo)
-        from waitress import serve
+        from anchorgpu.serve import run as serve
 
-        from anchorgpu.wsgi import application
-
-        if not args.no_simulations:
-            from anchorgpu.simulations.runner import SimulationRunner
-
-            SimulationRunner().start()  # a daemon thread; each simulation runs in a child process
-        print(f"AnchorGPU shop on http://{args.host}:{args.port}/  (Ctrl-C stops it)")
-        serve(application, host=args.host, port=args.port, threads=args.threads, ident="anchorgpu")
-        return 0
+        return serve(host=args.host, port=args.port, threads=args.threads, worker=not args.no_worker,
+                     worker_interval=args.worker_interval, simulations=not args.no_simulations)
     if args.command == "worker":
         from anchorgpu import worker
 
