@@ -190,3 +190,19 @@ def test_a_paid_term_that_passes_without_access_lets_its_held_room_go(t0):
     stranded = fresh(order)
     assert stranded.refund_due and stranded.booking.state == Booking.State.LIVE
     assert stranded.booking.ends_at == stranded.ends_at
+
+
+def test_the_emails_say_when_the_term_starts(t0, mailoutbox):
+    from anchorgpu.orders.notify import emails_send_due
+
+    asap = shop.place(shop.customer(), term_days=3, now=t0)
+    shop.place(shop.customer("bob@example.com"), term_days=3, start=t0 + 2 * DAY, now=t0)
+    shop.pay(asap, now=t0 + 5 * MINUTE)
+    emails_send_due()
+    by_order = {}
+    for mail in mailoutbox:
+        by_order.setdefault(mail.to[0], []).append(mail.body)
+    alice, bob = "\n".join(by_order["alice@example.com"]), "\n".join(by_order["bob@example.com"])
+    assert "Your term starts when your access is ready" in alice
+    assert "your term starts when it is ready" in alice  # the "paid" email
+    assert "Your term runs from" in bob and "Your term starts when" not in bob
