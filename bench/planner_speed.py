@@ -21,7 +21,7 @@ def main() -> None:
     spec = preset_spec(name)
     setup = TrainingSetup(method="lora", precision="bf16", seq_len=seq, micro_batch=1, grad_checkpointing=True)
     started = time.perf_counter()
-    result = simulate(spec, setup, progress=lambda m: print(f"  {time.perf_counter() - started:6.1f} s  {m}",
+    result = simulate(spec, setup, progress=lambda m: print(f"  {time.perf_counter() - started:6.1f} s  {m.english()}",
                                                             flush=True))
     wall = time.perf_counter() - started
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux

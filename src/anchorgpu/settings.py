@@ -111,6 +111,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
+# A checkout sent with a stale token comes back as the checkout, saying so (web.checkout_refusals).
+CSRF_FAILURE_VIEW = "anchorgpu.web.checkout_refusals.csrf_failure"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = _whole("ANCHORGPU_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)

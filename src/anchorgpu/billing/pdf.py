@@ -26,6 +26,7 @@ from django.utils.translation import gettext as _
 from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
+from anchorgpu.orders.lines import invoice_line_label
 from anchorgpu.payments.uri import whole_units
 
 from .models import CreditNote, Invoice
@@ -174,7 +175,7 @@ def _top(pdf: _Page, title: str) -> None:
 
 def _customer_text(invoice: Invoice) -> str:
     return "".join((invoice.name, invoice.company, invoice.billing_address, invoice.country.name,
-                    invoice.rate_source, *_company_lines()))
+                    _(invoice.rate_source), *_company_lines()))
 
 
 def _billed_to(pdf: _Page, invoice: Invoice) -> None:
@@ -193,8 +194,9 @@ def _billed_to(pdf: _Page, invoice: Invoice) -> None:
 
 def _draw_invoice(invoice: Invoice) -> _Page:
     title = _("Invoice")
+    items = [(item, invoice_line_label(item, invoice.order.lines)) for item in invoice.lines.all()]
     pdf = _Page(title=title, number=invoice.number, issued_at=invoice.issued_at,
-                sample=_customer_text(invoice) + "".join(line.description for line in invoice.lines.all()))
+                sample=_customer_text(invoice) + "".join(text for _item, text in items))
     _top(pdf, title)
     pdf.pair(_("Invoice number"), invoice.number)
     pdf.pair(_("Issue date"), _day(invoice.issued_at))
@@ -208,9 +210,9 @@ def _draw_invoice(invoice: Invoice) -> _Page:
         head = table.row()
         for text in (_("Description"), _("Quantity"), _("Unit price"), _("Amount")):
             head.cell(pdf.clean(text))
-        for item in invoice.lines.all():
+        for item, text in items:
             row = table.row()
-            row.cell(pdf.clean(item.description))
+            row.cell(pdf.clean(text))
             row.cell(str(item.quantity))
             row.cell(pdf.clean(_money(item.unit_price)))
             row.cell(pdf.clean(_money(item.amount)))
@@ -221,9 +223,9 @@ def _draw_invoice(invoice: Invoice) -> _Page:
     pdf.heading(_("Settled by"))
     coins = f"{whole_units(invoice.crypto_amount, invoice.decimals)} {invoice.asset_symbol}"
     pdf.pair(_("Amount received"), coins)
-    pdf.pair(_("Network"), invoice.network_name)
+    pdf.pair(_("Network"), _(invoice.network_name))  # operator data, in the catalogs where known
     pdf.pair(_("Rate"), f"1 {invoice.asset_symbol} = {_money(invoice.rate, invoice.currency)}")
-    pdf.pair(_("Rate source"), _("%(source)s, observed %(time)s") % {"source": invoice.rate_source,
+    pdf.pair(_("Rate source"), _("%(source)s, observed %(time)s") % {"source": _(invoice.rate_source),
                                                                     "time": _moment(invoice.rate_at)})
     return pdf
 

@@ -14,10 +14,21 @@ def line_label(line: dict) -> str:
     if kind == "cards" and params:
         cards, hours = int(params["cards"]), int(params["hours"])
         return ngettext("%(product)s: %(cards)d card × %(hours)d h", "%(product)s: %(cards)d cards × %(hours)d h",
-                        cards) % {"product": params["product"], "cards": cards, "hours": hours}
+                        cards) % {"product": gettext(str(params["product"])), "cards": cards, "hours": hours}
     if kind == "discount" and params:
         return _("%(days)d-day term discount (%(percent)s %%)") % {"days": int(params["days"]),
                                                                    "percent": params["percent"]}
     if kind == "option" and params:
         return gettext(str(params["option"]))  # catalog data: translated where the catalog carries it
     return line.get("description", "")
+
+
+def invoice_line_label(item, order_lines: list[dict]) -> str:
+    """An invoice line in the active language: made again from the order's line of the same position and
+    kind (the order keeps its lines as data), else the words stored when the invoice was issued."""
+    position = getattr(item, "position", 0)
+    if 0 < position <= len(order_lines or ()):
+        line = order_lines[position - 1]
+        if line.get("kind") == item.kind and line.get("params"):
+            return line_label(line)
+    return item.description

@@ -136,7 +136,7 @@ def run(argv: list[str], out=None, err=None, *, offers=None) -> int:
             counts = sorted(set(card_counts(offers)) | {setup.gpus})
             print("simulating on fake tensors…", file=err, flush=True)
             estimate_with = simulate_steps(spec, setup, counts,
-                                           progress=lambda what: print(f"  {what}", file=err, flush=True))
+                                           progress=lambda what: print(f"  {what.english()}", file=err, flush=True))
         result = plan(spec, setup, offers, headroom=args.headroom, term_days=args.term, estimate_with=estimate_with)
         breakdown = estimate_with(spec, setup, Reserve())
     except PlannerInputError as exc:

@@ -48,6 +48,7 @@ from .errors import PlannerInputError
 from .hf_build import build_meta_model
 from .measured import Measurement, MeasuredSteps, measured_setup, to_breakdown
 from .model_spec import ModelSpec
+from .progress import Progress
 from .setup import TrainingSetup
 from .tracker import StorageTracker
 
@@ -65,7 +66,7 @@ class Simulation:
 
 
 def simulate(spec: ModelSpec, setup: TrainingSetup, *, device: str = "cpu", reserve: Reserve = DEFAULT_RESERVE,
-             progress: Callable[[str], None] | None = None) -> Simulation:
+             progress: Callable[[Progress], None] | None = None) -> Simulation:
     """Peak memory per device of one step of ``spec`` under ``setup``, from a simulated step."""
     if device != "cpu":
         raise PlannerInputError("device", "the simulation runs on the CPU's operators (a CPU-only torch "
@@ -75,7 +76,7 @@ def simulate(spec: ModelSpec, setup: TrainingSetup, *, device: str = "cpu", rese
 
 
 def simulate_steps(spec: ModelSpec, setup: TrainingSetup, card_counts=(1,), *,
-                   progress: Callable[[str], None] | None = None) -> MeasuredSteps:
+                   progress: Callable[[Progress], None] | None = None) -> MeasuredSteps:
     """The measured steps that price ``setup`` on each of ``card_counts``: one single-device step serves one card
     and DDP on any number; FSDP needs one step per number of cards. Each distinct step is simulated once."""
     from .recommend import setup_for_cards
@@ -87,9 +88,10 @@ def simulate_steps(spec: ModelSpec, setup: TrainingSetup, card_counts=(1,), *,
         needed.setdefault((step.parallel, step.gpus), step)
     steps = MeasuredSteps()
     for number, ((parallel, gpus), step) in enumerate(sorted(needed.items()), start=1):
-        where = "one card" if parallel == "single" else f"FSDP over {gpus} cards"
-        say(f"step {number} of {len(needed)}: {where}")
-        steps.add(measure_step(spec, step, fake=True, progress=lambda what, _where=where: say(f"{_where}: {what}")))
+        cards = 1 if parallel == "single" else gpus
+        say(Progress("step", number, len(needed), cards))
+        steps.add(measure_step(spec, step, fake=True,
+                               progress=lambda what, _n=number: say(what.within(_n, len(needed)))))
     return steps
 
 
@@ -122,7 +124,7 @@ def _unpacked_sequences():
 
 
 def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, seed: int = 0,
-                 progress: Callable[[str], None] | None = None, distributed: bool = False) -> Measurement:
+                 progress: Callable[[Progress], None] | None = None, distributed: bool = False) -> Measurement:
     """Tracks the live bytes of one steady-state step, on fake tensors or on real CPU tensors.
 
     Without ``distributed``, a single-device or DDP setup measures the
@@ -153,11 +155,12 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
     return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel="single")
 
 
-def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, say: Callable[[str], None],
+def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, say: Callable[[Progress], None],
              parallel: str) -> Measurement:
     started = time.perf_counter()
     fsdp = parallel == "fsdp"
-    say("building the model on the meta device")
+    cards = setup.gpus if fsdp else 1
+    say(Progress("build", cards=cards))
     model = build_meta_model(spec, setup)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     torch.manual_seed(seed)
@@ -165,7 +168,7 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
     if setup.grad_checkpointing:
         _tag_checkpoint_inputs(model, tracker)
     if fsdp:
-        say(f"sharding the model with FSDP2 over {setup.gpus} ranks")
+        say(Progress("shard", cards=cards))
         _shard(base, setup, tracker)
     if fake:
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -181,7 +184,7 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
         return tensor
 
     with _unpacked_sequences(), mode, tracker:
-        say("placing the parameters")
+        say(Progress("place", cards=cards))
         model.to_empty(device="cpu")
         if not fsdp:  # FSDP keeps tied parameters one object through to_empty (see _shard)
             base.tie_weights()
@@ -213,7 +216,7 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-        say("warm-up step (creates the optimizer state)")
+        say(Progress("warmup", cards=cards))
         step()
         tracker.label = ""
         tracker.tag([list(state.values()) for state in optimizer.state.values()], "optimizer")
@@ -221,7 +224,7 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
             _tag_fsdp_buffers(base, tracker)
         tracker.reset_peak()
         tracker.phase_peaks.clear()
-        say("measured step")
+        say(Progress("measure", cards=cards))
         step()
         tracker.check()
     seconds = time.perf_counter() - started

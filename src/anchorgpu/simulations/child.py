@@ -6,7 +6,7 @@ No Django here: the planner alone.
 
 Protocol. stdin: one JSON object ``{"model": {"preset": name} | {"config":
 {...}}, "setup": {...}, "card_counts": [...]}``. stderr: lines
-``progress: <text>`` while it runs (anything else on stderr is a log).
+``progress: <code>`` while it runs (a ``planner.progress`` code) (anything else on stderr is a log).
 stdout: one JSON object, ``{"ok": true, "steps": [...]}`` (the measured
 steps, ``MeasuredSteps.to_json()``) or ``{"ok": false, "failure": "input" |
 "unavailable", "error": "..."}``. The exit status is 0 in both cases; any
@@ -28,8 +28,9 @@ def _answer(data: dict) -> int:
     return 0
 
 
-def _say(text: str) -> None:
-    sys.stderr.write(PROGRESS + text.replace("\n", " ") + "\n")
+def _say(progress) -> None:
+    """One stage of the simulation, as its code (``planner.progress``): the shop says it in the reader's language."""
+    sys.stderr.write(PROGRESS + progress.code() + "\n")
     sys.stderr.flush()
 
 

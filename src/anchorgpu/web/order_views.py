@@ -9,6 +9,7 @@ import uuid
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone, translation
@@ -28,9 +29,10 @@ from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
 from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
 
-from . import order_forms, timeline
+from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
 from .order_limits import order_place_limited
+from .payment_next import payment_next
 from .run_plans import plan_at_checkout
 from .saved_keys import saved_keys_keep
 
@@ -45,8 +47,8 @@ def _own_order(request, reference: str) -> Order:
     return order
 
 
-def _initial(request, product: Product) -> dict:
-    query = request.GET
+def _initial(request, product: Product, query=None) -> dict:
+    query = request.GET if query is None else query
     initial = {"email": request.user.email, "name": request.user.get_full_name(),
                "submission": f"web-{uuid.uuid4().hex}"}
     for key in ("quantity", "term", "environment", "purpose"):
@@ -81,6 +83,25 @@ def _preview(form: CheckoutForm, product: Product):
                                      options=options)
 
 
+def _start_shown(form: CheckoutForm):
+    """The dated start the form holds (sent, or carried by the link), for the term's dates; None for ASAP."""
+    if form.is_bound:
+        data = getattr(form, "cleaned_data", {})
+        return data.get("start") if data.get("start_mode") == "date" and "start" not in form.errors else None
+    if form.initial.get("start_mode") != "date":
+        return None
+    try:
+        return form.fields["start"].clean(form.initial.get("start"))
+    except ValidationError:
+        return None
+
+
+def _options_shown(form: CheckoutForm) -> list[str]:
+    if form.is_bound:
+        return [o.slug for o in getattr(form, "cleaned_data", {}).get("options") or []]
+    return list(form.initial.get("options") or [])
+
+
 def _plan_shown(form: CheckoutForm, product: Product, offer) -> dict | None:
     """The run plan the customer came with, at the price shown: the cost per million training tokens."""
     token = form.data.get("plan") if form.is_bound else form.initial.get("plan")
@@ -96,7 +117,7 @@ def _plan_shown(form: CheckoutForm, product: Product, offer) -> dict | None:
                             currency=price.currency if price else "")
 
 
-@login_required
+@checkout_refusals.guest_to_login
 def checkout(request, slug: str):
     """The form, and the order it places. Only an order created counts toward the order limit; past it the
     page comes back with everything typed (429). The form's own submission key makes a repeated press (or a
@@ -117,7 +138,7 @@ def checkout(request, slug: str):
                 status = _ERROR_STATUS.get(exc.code, 409)
             except RateLimited as exc:
                 minutes = max(1, -(-exc.retry_after // 60))
-                form.add_error(None, ngettext(
+                form.refusal = (ngettext(
                     "You have placed as many orders as the shop takes from one account (or IP address) in a short "
                     "time. Nothing was ordered this time; what you typed is kept: press the button again in "
                     "%(minutes)d minute.",
@@ -132,12 +153,47 @@ def checkout(request, slug: str):
             status = 400
     else:
         form = CheckoutForm(initial=_initial(request, product), product=product, user=request.user)
+    return _checkout_page(request, form, product, status=status, retry_after=retry_after)
+
+
+def _checkout_page(request, form: CheckoutForm, product: Product, *, status: int, retry_after: int | None = None):
     offer = _preview(form, product)
     context = {"form": form, "product": product, "offer": offer, "plan": _plan_shown(form, product, offer)}
+    context.update(checkout_price.summary(offer, start=_start_shown(form), chosen=_options_shown(form)))
     response = render(request, "web/checkout.html", context, status=status)
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
     return response
+
+
+def checkout_again(request, *, slug: str, query, status: int, error: str):
+    """A fresh checkout (a new CSRF token) with the choice in ``query`` and ``error`` on top: for a form that
+    could not be read as sent (web.checkout_refusals.csrf_failure)."""
+    product = Product.objects.filter(slug=slug, is_active=True).first()
+    if product is None:
+        raise Http404("no such product")
+    form = CheckoutForm(initial=_initial(request, product, query), product=product, user=request.user)
+    form.refusal = error
+    return _checkout_page(request, form, product, status=status)
+
+
+def _checkout_database_down(request):
+    """The 503 of a checkout sent while the database was unreachable (ops.dbdown): the form again, bound to
+    what was sent, when the database answers for the page; raises (the plain 503 page then) when it does not."""
+    product = Product.objects.filter(slug=request.resolver_match.kwargs.get("slug"), is_active=True).first()
+    if product is None or not request.user.is_authenticated:
+        return None
+    form = CheckoutForm(request.POST, product=product, user=request.user)
+    form.is_valid()
+    form.refusal = _("Our database could not be reached just now, so we cannot tell whether what you sent was "
+                     "saved: it may have been. What you typed is kept below: in a few seconds, press the same "
+                     "button again. A form sent twice places one order, and you then see the order it placed. "
+                     "Or look at your orders first.")
+    form.refusal_link = True
+    return _checkout_page(request, form, product, status=503)
+
+
+checkout.on_database_down = _checkout_database_down
 
 
 @login_required
@@ -188,6 +244,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "claim_text": describe(claim_check, quote.asset) if claim_check else "",
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
     }
+    context.update(payment_next(order, quote, now=context["now"]))
     context.update(extra)
     context["wants_refund_address"] = context["wants_refund_address"] or context["refund_form"].is_bound
     return context

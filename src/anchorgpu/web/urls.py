@@ -1,12 +1,14 @@
 from django.urls import include, path
 
-from . import order_views, pilot_report_views, planner_views, simulation_views, views
+from . import checkout_price, contact, order_views, pilot_report_views, planner_views, simulation_views, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
     path("products/<slug:slug>/", views.product_detail, name="product"),
     path("account/", include("anchorgpu.web.account_urls")),
     path("checkout/<slug:slug>/", order_views.checkout, name="checkout"),
+    path("checkout/<slug:slug>/price/", checkout_price.checkout_price, name="checkout_price"),
+    path("contact/", contact.contact, name="contact"),
     path("orders/", order_views.order_list, name="orders"),
     path("orders/<str:reference>/", order_views.order_detail, name="order"),
     path("orders/<str:reference>/paid/", order_views.order_claim_payment, name="order_claim_payment"),

@@ -6,6 +6,7 @@ from django import template
 from django.utils.translation import gettext
 
 from anchorgpu.orders.lines import line_label as _line_label
+from anchorgpu.web.simulation_text import error_text, progress_text
 
 register = template.Library()
 
@@ -15,6 +16,18 @@ def catalog(text):
     """Catalog data (a product summary, an option's name) in the active
     language, where the catalogs carry it; as entered otherwise."""
     return gettext(str(text)) if text else text
+
+
+@register.filter
+def simulation_progress(code):
+    """A running simulation's stage code in the active language."""
+    return progress_text(code)
+
+
+@register.filter
+def simulation_error(error):
+    """A failed simulation's stored reason in the active language (see ``error_text``)."""
+    return error_text(error)
 
 
 @register.filter

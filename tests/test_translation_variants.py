@@ -1,0 +1,100 @@
+"""One Portuguese, Brazilian, throughout: the catalog and the guides say "você",
+so no European-only word or construction may sit beside it. And no English
+left inside a translation that only copies its source."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polib
+import pytest
+
+import anchorgpu
+
+PACKAGE = Path(anchorgpu.__file__).resolve().parent
+PT_GUIDES = sorted((PACKAGE / "guides" / "content" / "pt").glob("*.md"))
+
+# European Portuguese where Brazilian says otherwise (the Brazilian word in the comment).
+EUROPEAN = [
+    r"introduz\w*",  # digite, insira
+    r"utilizador\w*",  # usuário
+    r"regist[oa]s?", r"registar\w*", r"registad[oa]s?",  # registro, cadastro; registrar
+    r"ecrãs?",  # tela
+    r"ficheiros?",  # arquivo
+    r"telemóve(?:l|is)",  # celular
+    r"contact[aeo]\w*",  # entre em contato, contato
+    r"equipas?",  # equipe
+    r"palavras?-passe",  # senha
+    r"partilh\w*",  # compartilhar
+    r"descarreg\w*",  # baixar
+    r"gerir",  # gerenciar
+    r"planea(?:r|mento|da|do)\w*",  # planejar, planejamento
+    r"connosco",  # conosco
+    r"aced(?:er|ido|ida|e|em)",  # acessar
+    r"morada",  # endereço
+    r"controlo",  # controle
+    r"início de sessão", r"iniciar sessão", r"terminar sessão",  # login, entrar, sair
+    r"percentagem",  # porcentagem
+    r"carregue",  # clique
+    r"activ\w*", r"actual\w*", r"acç\w*", r"direcç\w*", r"seleccion\w*", r"óptim\w*", r"efectu\w*",  # old spelling
+    r"facto",  # fato
+    r"portátil",  # notebook
+    r"aplicação de autenticação", r"aplicações?(?= (?:de|do|da|que|mostra))",  # aplicativo
+    r"algarismos?",  # dígitos
+    r"(?:está|estão) (?:ligad|deslig)\w*", r"ligar o", r"desligar o",  # ativar, desativar
+    r"num", r"numa", r"nuns", r"numas",  # em um, em uma
+    r"consigo",  # com você
+    r"(?:tem|têm|terá|terão|teria|tenha) de [a-zç]+(?:ar|er|ir)\b",  # tem que, precisa
+    r"sítios?",  # site
+    r"(?:está|estão|estamos|estou|esteja|estava|estavam|continua|continuam|anda|andam) a [a-zçãé]+(?:ar|er|ir)",
+    # está fazendo (the gerund, not "a" + infinitive)
+]
+_EUROPEAN = re.compile(r"\b(?:" + "|".join(EUROPEAN) + r")\b", re.I)
+
+
+def _catalog(code: str) -> polib.POFile:
+    return polib.pofile(str(PACKAGE / "locale" / code / "LC_MESSAGES" / "django.po"))
+
+
+def european_forms(text: str) -> list[str]:
+    return [m.group(0) for m in _EUROPEAN.finditer(text)]
+
+
+def test_the_list_finds_european_portuguese():
+    assert european_forms("Introduza o código que a sua aplicação de autenticação mostra no telemóvel.") == [
+        "Introduza", "aplicação de autenticação", "telemóvel"]
+    assert european_forms("O utilizador está a fazer o registo do ficheiro no ecrã; contacte-nos.") == [
+        "utilizador", "está a fazer", "registo", "ficheiro", "ecrã", "contacte"]
+    assert european_forms("Digite o código que o seu aplicativo mostra no celular; entre em contato.") == []
+    assert european_forms("O Idempotency-Key tem de 1 a 255 caracteres.") == []  # "tem de 1 a": from 1 to
+
+
+def test_the_portuguese_catalog_is_brazilian():
+    found = []
+    for entry in _catalog("pt").translated_entries():
+        for text in (list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr]):
+            if forms := european_forms(text):
+                found.append((forms, text[:80]))
+    assert not found, f"{len(found)} European Portuguese forms in the pt catalog, e.g. {found[:5]}"
+
+
+@pytest.mark.parametrize("guide", PT_GUIDES, ids=lambda p: p.name)
+def test_the_portuguese_guides_are_brazilian(guide):
+    text = guide.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```|`[^`]*`", " ", text, flags=re.S)  # code is no prose
+    found = [(n, forms) for n, line in enumerate(text.splitlines(), 1)
+             if not line.startswith("- ") and (forms := european_forms(line))]  # source titles stay as they are
+    assert not found, found[:10]
+    assert re.search(r"\bvocê\b", text)
+
+
+# English that a copied msgstr would leave on a page: network names and the shop's own words.
+_ENGLISH_ONLY = re.compile(r"\b(?:mainnet|testnet|lot|lots|entered by hand|demo figure)\b")
+
+
+@pytest.mark.parametrize("code", ["pt", "fr", "ko"])
+def test_no_translation_copies_english_words(code):
+    copied = [e.msgid for e in _catalog(code).translated_entries()
+              if not e.msgid_plural and e.msgstr == e.msgid and _ENGLISH_ONLY.search(e.msgstr)]
+    assert not copied, copied
