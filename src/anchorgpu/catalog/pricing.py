@@ -65,6 +65,23 @@ class Price:
         return sum((line.amount for line in self.lines), Decimal(0))
 
 
+def option_line(option: OptionPrice, *, quantity: int, term_days: int) -> Line | None:
+    """The line ``option`` adds to an order of ``quantity`` units for ``term_days`` (None: not offered for that
+    term): its price for the term, once per unit or once per order."""
+    each = option.price_per_term.get(term_days)
+    if each is None:
+        return None
+    count = quantity if option.per_unit else 1
+    return Line("option", option.name, count, each, each * count, {"option": option.name})
+
+
+def option_lines(prices: PriceList, *, quantity: int, term_days: int) -> tuple[tuple[str, Line], ...]:
+    """Every option of the price list offered for ``term_days``, by slug, with what it would add."""
+    found = ((slug, option_line(option, quantity=quantity, term_days=term_days))
+             for slug, option in prices.options.items())
+    return tuple((slug, line) for slug, line in found if line is not None)
+
+
 def price(
     prices: PriceList,
     *,
@@ -103,8 +120,6 @@ def price(
         if term_days not in option.price_per_term:
             raise RuleError(gettext_noop("The option “%(option)s” is not offered for a %(days)d-day term."),
                             option=option.name, days=term_days)
-        each = option.price_per_term[term_days]
-        count = quantity if option.per_unit else 1
-        lines.append(Line("option", option.name, count, each, each * count, {"option": option.name}))
+        lines.append(option_line(option, quantity=quantity, term_days=term_days))
     total = sum((line.amount for line in lines), Decimal(0)).quantize(prices.minor_unit, rounding=ROUND_HALF_UP)
     return Price(prices.currency, tuple(lines), total)

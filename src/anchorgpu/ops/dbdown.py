@@ -16,7 +16,11 @@ request ends (``close_if_unusable_or_obsolete``), and the next request
 connects afresh.
 
 The page is rendered without the request's context processors, which may
-themselves need the database (the signed-in user, the session).
+themselves need the database (the signed-in user, the session). A form's view
+may offer a page of its own for a POST it could not finish
+(``view.on_database_down(request)``: the form again with what was typed, e.g.
+the checkout); it is tried first, and the plain page answers when it fails too
+(the database is still gone) or declines (returns None).
 """
 
 from __future__ import annotations
@@ -66,6 +70,23 @@ def _orders_url() -> str:
         return ""
 
 
+def _own_page(request):
+    """The view's own 503 page for this request (see the module's note), or None."""
+    match = getattr(request, "resolver_match", None)
+    again = getattr(getattr(match, "func", None), "on_database_down", None)
+    if again is None:
+        return None
+    try:
+        response = again(request)
+    except Exception as exc:  # noqa: BLE001 - the database still gone, or anything else: the plain page
+        log.error("the page of %s %s for a database gone could not be made either: %s", request.method,
+                  request.path, type(exc).__name__)
+        return None
+    if response is not None:
+        response.status_code = 503
+    return response
+
+
 class DatabaseUnavailableMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -80,9 +101,10 @@ class DatabaseUnavailableMiddleware:
         log.error("database unavailable during %s %s: %s: %s", request.method, request.path,
                   type(exception).__name__, first_line)
         text = _text(request)
-        if _is_api(request):
+        response = None if _is_api(request) or request.method in _READS else _own_page(request)
+        if response is None and _is_api(request):
             response = api_error(503, "database_unavailable", text)
-        else:
+        elif response is None:
             context = {"text": text, "orders_url": "" if request.method in _READS else _orders_url()}
             response = HttpResponse(render_to_string("ops/503.html", context), status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -25,6 +25,14 @@ from anchorgpu.audit.services import audit_record
 from .models import Order
 
 
+# Until access is ready, an as-soon-as-possible term has no fixed start: ``starts_at`` is the earliest it can.
+SLIDING_STATES = frozenset({"awaiting_payment", "payment_claimed", "underpaid", "paid", "provisioning", "paid_late"})
+
+
+def is_sliding(order: Order) -> bool:
+    return order.start_asap and order.state in SLIDING_STATES
+
+
 def access_allowance() -> timedelta:
     """How long access preparation may take after the payment is confirmed."""
     return timedelta(minutes=max(0, settings.ANCHORGPU_ACCESS_MINUTES))

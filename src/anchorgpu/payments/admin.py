@@ -226,7 +226,8 @@ class RateAdmin(admin.ModelAdmin):
 class PaymentSettingsAdmin(admin.ModelAdmin):
     """One row: the list goes straight to it."""
 
-    fields = ("quote_minutes", "monitor_hours", "rate_max_age_minutes")
+    fields = ("quote_minutes", "monitor_hours", "rate_max_age_minutes", "contact_email", "contact_other",
+              "contact_hours")
 
     def has_add_permission(self, request):
         return not PaymentSettings.objects.exists()

@@ -138,6 +138,18 @@ class PaymentSettings(models.Model):
     rate_max_age_minutes = models.PositiveIntegerField(
         _("oldest usable rate (minutes)"), default=24 * 60, validators=[MinValueValidator(1)],
         help_text=_("A quote refuses a rate older than this."))
+    # How customers reach the operators: the shop's contact page (and every "contact us") shows these.
+    contact_email = models.EmailField(
+        _("contact e-mail"), blank=True,
+        help_text=_("Where customers write about an order or a payment. Empty: the address the shop's e-mails "
+                    "come from."))
+    contact_other = models.CharField(
+        _("other way to reach us"), max_length=200, blank=True,
+        help_text=_("Shown on the contact page as it is written: a phone number, a chat handle or a web "
+                    "address."))
+    contact_hours = models.CharField(
+        _("when we answer"), max_length=120, blank=True,
+        help_text=_("e.g. Monday to Friday, 09:00–18:00 UTC."))
 
     class Meta:
         verbose_name = _("payment settings")

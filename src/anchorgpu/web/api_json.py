@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from anchorgpu.orders.lines import line_label
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.term_slide import is_sliding
 from anchorgpu.payments.claim_check import describe, latest_claim_check
 from anchorgpu.payments.services import payment_status
 
@@ -62,6 +63,8 @@ def order_summary_json(order: Order) -> dict:
         "term": order.term_days,
         "starts_at": iso(order.starts_at),
         "ends_at": iso(order.ends_at),
+        # An as-soon-as-possible term not fixed yet: it starts when access is ready (starts_at: the earliest).
+        "term_sliding": is_sliding(order),
         "total": f"{order.fiat_total:f}",
         "currency": order.currency,
         "created_at": iso(order.created_at),

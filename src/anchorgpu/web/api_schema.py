@@ -92,7 +92,10 @@ def _schemas() -> dict:
     summary = {"reference": _str(20), "state": {"type": "string", "enum": [s.value for s in OrderState]},
                "state_label": _str(description="The state in the request's language."),
                "product": _SLUG, "quantity": {"type": "integer"}, "term": {"type": "integer"},
-               "starts_at": _TIME, "ends_at": _TIME, "total": _MONEY, "currency": _str(3), "created_at": _TIME,
+               "starts_at": _TIME, "ends_at": _TIME,
+               "term_sliding": {"type": "boolean", "description": "True until an as-soon-as-possible term is fixed: "
+                                "it starts when access is ready, starts_at being the earliest it can."},
+               "total": _MONEY, "currency": _str(3), "created_at": _TIME,
                "links": _ref("Links")}
     quote = _obj({
         "asset": _SLUG, "symbol": _str(), "network": _str(), "network_name": _str(),
