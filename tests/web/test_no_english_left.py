@@ -30,7 +30,7 @@ from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import Order, OrderEmail
 from anchorgpu.orders.notify import _message
 from anchorgpu.orders.states import OrderState
-from anchorgpu.payments.models import Refund
+from anchorgpu.payments.models import ClaimCheck, Refund
 from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import payment_claim, refund_address_set
 from anchorgpu.planner.presets import preset
@@ -107,7 +107,16 @@ def order_pages(client, user, code: str) -> dict[str, str]:
     show("awaiting payment (USDC on ERC-20)", _order(user, code, asset="usdc-ethereum", term_days=7))
     show("awaiting payment (ETH)", _order(user, code, asset="eth", quantity=2))
     claimed = _order(user, code, asset="eth")
-    show("claimed", payment_claim(order=claimed, actor=user.username, txid=shop.txid("evm", 7)))
+    claimed = payment_claim(order=claimed, actor=user.username, txid=shop.txid("evm", 7))
+    show("claimed", claimed)
+    for outcome in ClaimCheck.Outcome.values:  # what checking the pasted transaction id found, each case
+        ClaimCheck.objects.filter(order=claimed).delete()
+        ClaimCheck.objects.create(order=claimed, txid=claimed.claimed_txid, outcome=outcome, confirmations=3,
+                                  required=12, checked_at=timezone.now(), detail={
+                                      "amount": str(claimed.quote.amount), "network": "Ethereum mainnet",
+                                      "contract": "0x" + "ab" * 20, "sent": "0.5", "orders": "AG-X"})
+        pages[f"order status claimed, check {outcome}"] = _get(
+            client, reverse("order_status", kwargs={"reference": claimed.reference}))
     expired_claim = _order(user, code)
     payment_claim(order=expired_claim, actor=user.username)
     from anchorgpu.payments.models import Quote

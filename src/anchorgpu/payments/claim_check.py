@@ -138,13 +138,15 @@ def claims_recheck_due(*, now: datetime | None = None, every: timedelta = timede
 
 def describe(check: ClaimCheck, asset: Asset) -> str:
     """The sentence the customer reads, in the active language."""
-    params = {"network": asset.network_name, "symbol": asset.symbol, "n": check.confirmations,
-              "required": check.required, "other": check.detail.get("network", ""),
+    other = check.detail.get("network", "")
+    # Network names are the operator's data: said in the reader's language where the catalogs carry them.
+    params = {"network": _(asset.network_name), "symbol": asset.symbol, "n": check.confirmations,
+              "required": check.required, "other": _(other) if other else "",
               "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
-    from .uri import whole_units
+    from anchorgpu.formats.display import crypto
 
-    if check.outcome == O.FOUND:
-        params["amount"] = whole_units(int(check.detail.get("amount", "0")), asset.decimals)
+    if check.outcome == O.FOUND:  # exact, in the reader's language, at the asset's quoted precision
+        params["amount"] = crypto(int(check.detail.get("amount", "0")), asset.decimals, asset.quoted_places)
         if check.confirmations >= check.required:
             return _("Transfer found: %(amount)s %(symbol)s, confirmed (%(n)d of %(required)d confirmations).") % params
         return _("Transfer found: %(amount)s %(symbol)s, %(n)d of %(required)d confirmations so far. It counts "
