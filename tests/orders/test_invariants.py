@@ -76,3 +76,18 @@ def test_a_live_booking_whose_cards_were_let_go_is_found(store):
     assert invariant_violations() == []
     BookingDevice.objects.filter(booking_id=order.booking_id).update(live=False)
     assert invariant_violations() == [f"booking {order.booking_id} of order {order.reference} holds no live card"]
+
+
+def test_a_term_shorter_than_bought_or_outside_its_booking_is_found(store):
+    from anchorgpu.orders.invariants import terms_outside_their_booking
+    from anchorgpu.orders.models import Order
+
+    order = shop.activate(shop.place(store, term_days=3))
+    assert terms_outside_their_booking() == []
+    Order.objects.filter(pk=order.pk).update(ends_at=order.ends_at - timedelta(minutes=19))
+    assert terms_outside_their_booking() == [f"order {order.reference}: its term runs 2 days, 23:41:00, not the 3 "
+                                             "days bought"]
+    Order.objects.filter(pk=order.pk).update(starts_at=order.starts_at + timedelta(hours=1),
+                                             ends_at=order.ends_at + timedelta(hours=1))
+    found = terms_outside_their_booking()
+    assert len(found) == 1 and "is not inside its booking" in found[0]

@@ -2,6 +2,7 @@
 
 * one card, one customer: no order is paid, preparing access or active without a live, confirmed booking of
   its own, and no device has two live bookings whose periods overlap;
+* no paid time lost: such an order's term is as long as bought and lies inside its booking;
 * one transfer, one credit: no transaction is credited to two orders unless the chain proved which output pays
   which order (the watcher read it) or an operator stated it.
 
@@ -11,6 +12,8 @@ the check that nothing got past, run by the test suite after its race and fault 
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.db import connection
 from django.db.models import Count, Q
@@ -36,6 +39,22 @@ def bookings_without_their_cards() -> list[str]:
                                  booking__state=Booking.State.LIVE)
             .exclude(booking__slots__live=True).values_list("reference", "booking_id"))
     return [f"booking {booking} of order {ref} holds no live card" for ref, booking in rows]
+
+
+def terms_outside_their_booking() -> list[str]:
+    """A term must be as long as bought and lie inside the cards booked for it (an as-soon-as-possible term
+    slides inside a longer held period, never out of it: ``orders.term_slide``)."""
+    found = []
+    rows = (Order.objects.filter(state__in=[s.value for s in NEEDS_CONFIRMED_BOOKING],
+                                 booking__state=Booking.State.LIVE)
+            .values_list("reference", "term_days", "starts_at", "ends_at", "booking__starts_at", "booking__ends_at"))
+    for ref, days, start, end, booked_from, booked_to in rows.iterator():
+        if end - start != timedelta(days=days):
+            found.append(f"order {ref}: its term runs {end - start}, not the {days} days bought")
+        if start < booked_from or end > booked_to:
+            found.append(f"order {ref}: its term [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) is not inside "
+                         f"its booking [{booked_from:%Y-%m-%d %H:%M}, {booked_to:%Y-%m-%d %H:%M})")
+    return found
 
 
 def overlapping_live_slots() -> list[str]:
@@ -96,4 +115,4 @@ def database_checks_missing() -> list[str]:
 
 def invariant_violations() -> list[str]:
     return [*database_checks_missing(), *orders_without_their_booking(), *bookings_without_their_cards(),
-            *overlapping_live_slots(), *transactions_credited_twice()]
+            *terms_outside_their_booking(), *overlapping_live_slots(), *transactions_credited_twice()]
