@@ -4,6 +4,7 @@ a demo shop, a signed-in customer with one order, and the addresses of each page
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.test import Client
@@ -14,6 +15,8 @@ LANGUAGES = ("en", "pt", "fr", "ko")
 # A browser that speaks each language: Playwright's locale and the Accept-Language it sends.
 BROWSERS = {"en": ("en-US", "en-US,en;q=0.9"), "pt": ("pt-BR", "pt-BR,pt;q=0.9,en;q=0.5"),
             "fr": ("fr-FR", "fr-FR,fr;q=0.9,en;q=0.5"), "ko": ("ko-KR", "ko-KR,ko;q=0.9,en;q=0.5")}
+GUIDES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "src" / "anchorgpu" / "guides" / "content"
+                                 / "en").glob("*.md"))
 PLANNER_QUERY = ("preset=llama-3.1-8b&method=lora&lora_rank=16&optimizer=adamw&precision=bf16_mixed&seq_len=2048"
                  "&micro_batch=1&grad_checkpointing=on&parallel=single&gpus=1&headroom=10&term=7")
 
@@ -32,8 +35,7 @@ class Walk:
             "planner": f"/{lang}/planner/?{PLANNER_QUERY}",
             "checkout": f"/{lang}/checkout/h100-sxm-80gb/?quantity=2&term=30",
             "guides": f"/{lang}/guides/",
-            "guide-blackwell-lots": f"/{lang}/guides/blackwell-lots/",
-            "guide-choosing-a-gpu": f"/{lang}/guides/choosing-a-gpu/",
+            **{f"guide-{slug}": f"/{lang}/guides/{slug}/" for slug in GUIDES},
             "orders": f"/{lang}/orders/",
             "order": f"/{lang}/orders/{self.order}/",
             "pilot-reports": f"/{lang}/planner/reports/",
