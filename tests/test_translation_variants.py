@@ -98,3 +98,11 @@ def test_no_translation_copies_english_words(code):
     copied = [e.msgid for e in _catalog(code).translated_entries()
               if not e.msgid_plural and e.msgstr == e.msgid and _ENGLISH_ONLY.search(e.msgstr)]
     assert not copied, copied
+
+
+def test_french_puts_a_no_break_space_before_high_punctuation():
+    """« … », and the space before : ; ? ! is a no-break one (a line never starts with the sign)."""
+    loose = [text for entry in _catalog("fr").translated_entries()
+             for text in (list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr])
+             if re.search(r" [:;?!»]|« ", text)]
+    assert not loose, loose[:5]
