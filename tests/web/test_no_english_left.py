@@ -173,6 +173,11 @@ def shop_pages(client, code: str) -> dict[str, str]:
     pages["guides"] = _get(client, reverse("guides"))
     for slug in SLUGS:
         pages[f"guide {slug}"] = _get(client, reverse("guide", kwargs={"slug": slug}))
+    pages["contact"] = _get(client, reverse("contact"), order="AG-ABCDEFGH")
+    price = reverse("checkout_price", kwargs={"slug": "b200-lot-2x180gb"})
+    pages["checkout price"] = _get(client, price, quantity="1", term_days="7", options="dedicated-ipv4")
+    pages["checkout price, dated"] = _get(client, price, quantity="1", term_days="3", start="2031-01-05T10:00")
+    pages["checkout price, not priced"] = _get(client, price, ok=(200, 400), quantity="x")
     pages["404"] = _get(client, f"/{code}/no-such-page/", ok=(404,))
     return pages
 
@@ -260,7 +265,8 @@ def emails(user, code: str, mailoutbox) -> dict[str, str]:
     Refund.objects.filter(order=order).update(verified_at=timezone.now())
     order = Order.objects.get(pk=order.pk)
     found = {}
-    for kind in (OrderEmail.Kind.ORDER_PLACED, OrderEmail.Kind.TERM_ENDING, OrderEmail.Kind.REFUND_SENT):
+    customer_kinds = set(OrderEmail.Kind) - {OrderEmail.Kind.OPERATOR_ALERT}  # the operators read English
+    for kind in customer_kinds - {OrderEmail.Kind.STATE_CHANGED}:
         found[kind] = "\n".join(_message(OrderEmail(order=order, kind=kind)))
     active = _order(user, code, product="mi300x-192gb")  # its access is in the e-mail
     shop.pay(active, txid=shop.txid("btc", 9))
