@@ -12,7 +12,7 @@ from pypdf import PdfReader
 
 from anchorgpu.billing import pdf
 from anchorgpu.billing.services import credit_note_issue
-from anchorgpu.payments.uri import whole_units
+
 
 from .conftest import paid_order
 
@@ -38,7 +38,7 @@ def test_invoice_shows_number_customer_lines_total_and_settlement(paid):
     for line in lines:
         assert line.description in text
     assert f"{invoice.total:,.2f} {invoice.currency}" in text
-    coins = whole_units(invoice.crypto_amount, invoice.decimals)
+    coins = format(Decimal(invoice.crypto_amount).scaleb(-invoice.decimals), f".{invoice.decimals}f")  # 8: 1 sat
     assert Decimal(coins) > 0
     assert f"{coins} BTC" in text
     assert "Bitcoin" in text

@@ -9,6 +9,7 @@ Screenshots go to test-artifacts/.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 
@@ -133,7 +134,7 @@ def test_a_new_customer_buys_an_h100_from_the_catalog(store, browser, page, shot
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Order {order.reference}")
     expect(page.locator(".status .state")).to_have_text("awaiting payment")
     expect(page.locator("code.address")).to_have_text(quote.address)
-    expect(page.locator(".amount")).to_have_text(f"{quote.display_amount} BTC")
+    expect(page.locator(".amount")).to_have_text(f"{Decimal(quote.amount).scaleb(-8):.8f} BTC")  # 1 sat places
     expect(page.get_by_role("img", name="QR code of the payment request").locator("svg")).to_be_visible()
     expect(page.get_by_role("link", name="Open in a wallet")).to_have_attribute("href", quote.uri)
 

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
 from django.utils import translation
-from django.utils.formats import date_format, number_format
+
 from django.utils.translation import gettext as _
 from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
 from anchorgpu.orders.lines import invoice_line_label
-from anchorgpu.payments.uri import whole_units
+from anchorgpu.formats import display
 
 from .models import CreditNote, Invoice
 
@@ -143,19 +142,19 @@ class _Page(FPDF):
 # --- formatting -------------------------------------------------------------
 
 
-def _money(value: Decimal, currency: str = "", *, places: int | None = None) -> str:
-    if places is None:  # at least cents, more only where the figure has them
-        places = min(max(2, -value.normalize().as_tuple().exponent), 8)
-    text = number_format(value, decimal_pos=places, use_l10n=True, force_grouping=True)
-    return f"{text} {currency}".strip()
+# One way for the shop's pages, emails and these documents: anchorgpu.formats.display. Amounts (line
+# amounts, totals, credits) at the currency's cents with its code; unit prices and rates with up to four
+# decimals where they have them; crypto exact at the asset's quoted precision; times in UTC, saying so.
+_money = display.money
+_unit_price = display.unit_price
+_day = display.day
+_moment = display.moment
 
 
-def _day(moment: datetime) -> str:
-    return date_format(moment.astimezone(UTC), "DATE_FORMAT")
-
-
-def _moment(moment: datetime) -> str:
-    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+def _coins(units: int, invoice: Invoice) -> str:
+    quote = getattr(invoice.order, "quote", None)
+    places = quote.asset.quoted_places if quote is not None and quote.asset.decimals == invoice.decimals else None
+    return display.crypto(units, invoice.decimals, places, invoice.asset_symbol)
 
 
 def _company_lines() -> list[str]:
@@ -214,17 +213,16 @@ def _draw_invoice(invoice: Invoice) -> _Page:
             row = table.row()
             row.cell(pdf.clean(text))
             row.cell(str(item.quantity))
-            row.cell(pdf.clean(_money(item.unit_price)))
-            row.cell(pdf.clean(_money(item.amount)))
+            row.cell(pdf.clean(_unit_price(item.unit_price)))
+            row.cell(pdf.clean(_money(item.amount, invoice.currency)))
     pdf.ln(2)
-    pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency, places=2)},
+    pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency)},
              size=12, bold=True, h=7, align="R")
 
     pdf.heading(_("Settled by"))
-    coins = f"{whole_units(invoice.crypto_amount, invoice.decimals)} {invoice.asset_symbol}"
-    pdf.pair(_("Amount received"), coins)
+    pdf.pair(_("Amount received"), _coins(invoice.crypto_amount, invoice))
     pdf.pair(_("Network"), _(invoice.network_name))  # operator data, in the catalogs where known
-    pdf.pair(_("Rate"), f"1 {invoice.asset_symbol} = {_money(invoice.rate, invoice.currency)}")
+    pdf.pair(_("Rate"), f"1 {invoice.asset_symbol} = {_unit_price(invoice.rate, invoice.currency)}")
     pdf.pair(_("Rate source"), _("%(source)s, observed %(time)s") % {"source": _(invoice.rate_source),
                                                                     "time": _moment(invoice.rate_at)})
     return pdf
@@ -244,13 +242,13 @@ def _draw_credit_note(note: CreditNote) -> _Page:
     _billed_to(pdf, invoice)
 
     pdf.heading(_("Credit"))
-    pdf.pair(_("Invoice total"), _money(invoice.total, invoice.currency, places=2))
-    pdf.pair(_("Amount credited"), _money(note.amount, note.currency, places=2))
+    pdf.pair(_("Invoice total"), _money(invoice.total, invoice.currency))
+    pdf.pair(_("Amount credited"), _money(note.amount, note.currency))
     pdf.pair(_("Reason"), note.reason)
     refund = note.refund
     if refund is not None:
         pdf.heading(_("Refund sent"))
-        pdf.pair(_("Amount"), f"{whole_units(refund.amount, invoice.decimals)} {invoice.asset_symbol}")
+        pdf.pair(_("Amount"), _coins(refund.amount, invoice))
         pdf.pair(_("To address"), refund.address)
         pdf.pair(_("Transaction"), refund.txid)
     return pdf

@@ -32,7 +32,11 @@ worker's next sweep starts the step again on a fresh connection.
 Lead time: none. Provisioning starts when the term starts, not before:
 until then the cards belong to whatever booking precedes this one, and that
 term's end (release and wipe, see ``lifecycle``) runs at the same instant.
-The worker sweeps term ends before provisioning for that reason.
+The worker sweeps term ends before provisioning for that reason. An
+as-soon-as-possible order is due as soon as it is paid (its provisional
+start is the payment, or the end of the booking before it), and its term
+starts when the last step delivers access (``term_slide``, in that step's
+transaction).
 
 The provisioner runs while the order's row is locked and the transaction
 is open; a provisioner whose steps take minutes should be driven another

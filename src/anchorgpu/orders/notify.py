@@ -24,8 +24,6 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from anchorgpu.payments.uri import whole_units
-
 from .models import STATE_LABELS, OrderEmail
 from .states import OrderState
 
@@ -102,9 +100,9 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         on_its_way = state is OrderState.REFUNDED and any(not r.shown_as_sent for r in order.refunds.all())
         context = {"state": state.value, "state_label": STATE_LABELS[state], "refund_on_its_way": on_its_way}
     elif email.kind == OrderEmail.Kind.REFUND_SENT:
-        decimals, symbol = order.quote.asset.decimals, order.quote.asset.symbol
-        context = {"refunds": [(whole_units(r.amount, decimals), symbol, r.txid)
-                               for r in order.refunds.all() if r.verified_at is not None]}
+        # Base units: the template writes them in the order's language (locale_formats).
+        context = {"asset": order.quote.asset,
+                   "refunds": [(r.amount, r.txid) for r in order.refunds.all() if r.verified_at is not None]}
     with translation.override(order.language):
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
         context = {"order": order, "link": link, **context}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from anchorgpu.formats.display import number, percent
 from anchorgpu.planner.term import Advice
 
 
@@ -28,11 +28,11 @@ def _card(p: dict) -> str:
 
 
 def _number(value, digits: int = 0) -> str:
-    return number_format(round(float(value), digits), decimal_pos=digits, force_grouping=True)
+    return number(value, digits)
 
 
 def _percent(fraction) -> str:
-    return _number(float(fraction) * 100) + " %"
+    return percent(float(fraction) * 100)
 
 
 def advice_text(advice: Advice) -> str:

@@ -27,7 +27,7 @@ from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
-from anchorgpu.payments.uri import payment_uri, qr_svg, whole_units
+from anchorgpu.payments.uri import payment_uri, qr_svg
 
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
@@ -212,13 +212,13 @@ def _detail_context(request, order: Order, **extra) -> dict:
     quote = getattr(order, "quote", None)
     evaluation = payment_status(order) if quote else None
     claim_check = latest_claim_check(order) if quote else None
-    pay_uri, pay_amount = "", ""
+    pay_uri, pay_units = "", None
     if quote:  # an underpaid order asks only for what is missing
         units = evaluation.shortfall if order.state == "underpaid" and evaluation.shortfall else quote.amount
         pay_uri = payment_uri(scheme=quote.scheme, address=quote.address, amount=units,
                               decimals=quote.asset.decimals, chain_id=quote.asset.chain_id,
                               contract=quote.asset.contract)
-        pay_amount = whole_units(units, quote.asset.decimals)
+        pay_units = units
     context = {
         "order": order,
         "payable": order.state in ("awaiting_payment", "payment_claimed", "underpaid"),
@@ -230,7 +230,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "qr_svg": qr_svg(pay_uri) if quote else "",
         "pay_uri": pay_uri,
         "demo_keys": bool(quote) and getattr(settings, "ANCHORGPU_ALLOW_TEST_KEYS", False),
-        "pay_amount": pay_amount,
+        "pay_units": pay_units,  # what to send now, in base units (the templates format it)
         "evaluation": evaluation,
         "timeline": timeline.for_order(order),
         "now": timezone.now(),

@@ -14,7 +14,7 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
 from anchorgpu.orders.provisioning import Step
 from anchorgpu.orders.states import OrderState
-from anchorgpu.payments.uri import whole_units
+from anchorgpu.formats.display import crypto
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,19 @@ class Event:
 
 def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
     data = entry.data or {}
-    decimals = order.quote.asset.decimals if hasattr(order, "quote") else 0
-    symbol = order.quote.asset.symbol if hasattr(order, "quote") else ""
+    asset = order.quote.asset if hasattr(order, "quote") else None
+    decimals, places = (asset.decimals, asset.quoted_places) if asset else (0, 0)
+    symbol = asset.symbol if asset else ""
+
+    def coins(key: str) -> str:  # exact, in the reader's language, at the asset's quoted precision
+        return crypto(int(data.get(key, 0)), decimals, places)
+
     match entry.action:
         case "order_place":
             return "info", _("Order placed; the cards are held for you while the quote runs.")
         case "quote_create":
             return "payment", _("Quote issued: %(amount)s %(symbol)s at a locked rate.") % {
-                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+                "amount": coins("amount"), "symbol": symbol}
         case "order_state":
             return "state", _("Status: %(state)s.") % {"state": STATE_LABELS[OrderState(entry.to_state)]}
         case "payment_claim_txid":
@@ -43,7 +48,7 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
             return "payment", ngettext("Transfer received: %(amount)s %(symbol)s, %(confirmations)d confirmation.",
                                        "Transfer received: %(amount)s %(symbol)s, %(confirmations)d confirmations.",
                                        confirmations) % {
-                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol,
+                "amount": coins("amount"), "symbol": symbol,
                 "confirmations": confirmations}
         case "transfer_confirmations":
             confirmations = int(data.get("confirmations", 0))
@@ -52,7 +57,7 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
                 "confirmations": confirmations}
         case "payment_overpaid":
             return "payment", _("More than the quote arrived: %(amount)s %(symbol)s is owed back to you.") % {
-                "amount": whole_units(int(data.get("excess_units", 0)), decimals), "symbol": symbol}
+                "amount": coins("excess_units"), "symbol": symbol}
         case "capacity_gone":
             return "info", _("The cards were taken after the quote expired; your payment will be refunded. "
                              "Give a refund address below.")
@@ -68,10 +73,10 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
             # Watched on chain: "sent" once the chain shows it (refund_verified).
             return "payment", _("Refund of %(amount)s %(symbol)s on its way to your refund address; shown as sent "
                                 "once the network has it.") % {
-                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+                "amount": coins("amount"), "symbol": symbol}
         case "refund_record" | "refund_verified":
             return "payment", _("Refund sent: %(amount)s %(symbol)s.") % {
-                "amount": whole_units(int(data.get("amount", 0)), decimals), "symbol": symbol}
+                "amount": coins("amount"), "symbol": symbol}
         case "transfer_reassign" if data.get("to") == order.reference:
             return "payment", _("A transfer sent to another order's address was meant for this order and now "
                                 "counts for it.")
