@@ -49,6 +49,7 @@ EUROPEAN = [
     r"sítios?",  # site
     r"(?:está|estão|estamos|estou|esteja|estava|estavam|continua|continuam|anda|andam) a [a-zçãé]+(?:ar|er|ir)",
     # está fazendo (the gerund, not "a" + infinitive)
+    r"tens", r"podes", r"estás", r"queres", r"contigo", r"teus?", r"tuas?",  # "tu": the shop says "você"
 ]
 _EUROPEAN = re.compile(r"\b(?:" + "|".join(EUROPEAN) + r")\b", re.I)
 
