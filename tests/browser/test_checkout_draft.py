@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
@@ -64,6 +65,8 @@ def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusa
     expect(page).to_have_url(re.compile(r"/en/checkout/h100-sxm-80gb/"))
     total = page.locator("#checkout-total")
     before = total.inner_text()
+    priced = []  # the summary's requests: what of the form leaves the page for them
+    page.on("request", lambda request: priced.append(request.url) if "/price/" in request.url else None)
 
     # Typed as a customer types it; the price summary follows the quantity, term and option.
     page.locator("#id_quantity").fill("2")
@@ -78,6 +81,8 @@ def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusa
     expect(total).not_to_have_text(before)
     expect(page.locator("#checkout-price")).to_contain_text("7 days")
     shot(page, "1-typed")
+    assert priced and all(set(parse_qs(urlsplit(url).query)) <= {"quantity", "term", "start_mode", "start", "options"}
+                          for url in priced), priced
 
     # A language switch: the Portuguese checkout, with everything typed.
     page.locator("#language-select").select_option("pt")
