@@ -33,7 +33,8 @@ MUST_SHOW = {
 MEASURE = """(mustShow) => {
   const doc = document.documentElement, vw = doc.clientWidth;
   const describe = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "")
-    + (typeof el.className === "string" && el.className.trim() ? "." + el.className.trim().split(/\\s+/).join(".") : "");
+    + (typeof el.className === "string" && el.className.trim()
+      ? "." + el.className.trim().split(/\\s+/).join(".") : "");
   const wide = [...document.querySelectorAll("body *")]
     .filter(el => el.getBoundingClientRect().right > vw + 1
       && ![...el.children].some(c => c.getBoundingClientRect().right > vw + 1))
@@ -73,7 +74,8 @@ BROKEN_WORDS = """(selector) => {
         const range = document.createRange();
         range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
         const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
-        if (lines.size > 1) broken.push(`${m[0]} (${lines.size} lines, ${Math.round(el.getBoundingClientRect().width)} px wide)`);
+        const wide = Math.round(el.getBoundingClientRect().width);
+        if (lines.size > 1) broken.push(`${m[0]} (${lines.size} lines, ${wide} px wide)`);
       }
     }
   }
@@ -148,7 +150,7 @@ def test_the_korean_fits_column_holds_its_words(shop_walk, browser):
             assert fits.count() >= 5
             for cell in fits.all():
                 box = cell.bounding_box()
-                assert box["width"] >= 40, f"the fits cell {cell.inner_text()!r} is {box['width']} px wide at {width} px"
+                assert box["width"] >= 40, f"the fits cell {cell.inner_text()!r} is {box['width']} px wide at {width}"
             assert page.evaluate(BROKEN_WORDS, "table.options td.fits, table.options th.fits") == []
         finally:
             context.close()
