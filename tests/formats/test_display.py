@@ -127,3 +127,13 @@ def test_a_filter_given_no_number_shows_it_as_it_is_and_never_fails():
     assert render("{{ v|money:'USD' }}", v="n/a") == "n/a"
     assert render("[{{ v|num }}]", v=None) == "[]"
     assert render("{{ v|crypto:a }}", v="12x", a=_Asset()) == "12x"
+
+
+def test_a_discount_lines_percentage_has_the_readers_decimal_separator():
+    from anchorgpu.orders.lines import line_label
+
+    line = {"kind": "discount", "params": {"days": 7, "percent": "12.50"}}
+    with translation.override("pt"):
+        assert "(12,5 %)" in line_label(line)
+    with translation.override("en"):
+        assert "(12.5 %)" in line_label(line)

@@ -7,6 +7,15 @@ from __future__ import annotations
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext as _
 
+from anchorgpu.formats.display import as_decimal
+from anchorgpu.formats.display import number as display_number
+
+
+def _figure(value) -> str:
+    """A stored figure ("5", "12.5") with the reader's decimal separator, as many places as it has."""
+    number = as_decimal(value).normalize()
+    return display_number(number, max(0, -number.as_tuple().exponent))
+
 
 def line_label(line: dict) -> str:
     params = line.get("params") or {}
@@ -17,7 +26,7 @@ def line_label(line: dict) -> str:
                         cards) % {"product": gettext(str(params["product"])), "cards": cards, "hours": hours}
     if kind == "discount" and params:
         return _("%(days)d-day term discount (%(percent)s %%)") % {"days": int(params["days"]),
-                                                                   "percent": params["percent"]}
+                                                                   "percent": _figure(params["percent"])}
     if kind == "option" and params:
         return gettext(str(params["option"]))  # catalog data: translated where the catalog carries it
     return line.get("description", "")
