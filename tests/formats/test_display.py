@@ -97,6 +97,7 @@ def test_times_are_shown_in_utc_and_say_so(lang):
     assert display.moment(moment) == MOMENT[lang]
     assert display.moment(moment.astimezone(timezone(timedelta(hours=9)))) == MOMENT[lang]  # Seoul's clock: same
     assert display.moment_value(moment) == MOMENT[lang].removesuffix(" UTC")
+    assert display.day(moment) == display.day(moment.date())  # a guide's date (no time) the same way
     if lang in DAY:
         assert display.day(moment) == DAY[lang]
     else:

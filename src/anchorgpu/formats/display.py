@@ -16,7 +16,7 @@ Money is Decimal or int; a float (a throughput, a size in GB) is accepted only w
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
 from django.utils import translation
@@ -135,6 +135,8 @@ def moment(moment: datetime) -> str:
     return f"{moment_value(moment)} UTC"
 
 
-def day(moment: datetime) -> str:
-    """A date in the locale's long form (in UTC): "2 de dezembro de 2026" (pt)."""
+def day(moment: datetime | date) -> str:
+    """A date in the locale's long form (a time's date in UTC): "2 de dezembro de 2026" (pt)."""
+    if not isinstance(moment, datetime):
+        return date_format(moment, "DATE_FORMAT", use_l10n=True)
     return date_format(_utc(moment), "DATE_FORMAT", use_l10n=True)
