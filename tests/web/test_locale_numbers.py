@@ -114,3 +114,18 @@ def test_the_pt_order_email_writes_the_amount_and_expiry_the_portuguese_way(sett
     body = next(m.body for m in mail.outbox if order.reference in m.subject + m.body)
     assert_pt(body, "ETH", re.compile(r"^\d{1,3}(\.\d{3})*,\d{6}$"))
     assert re.search(r"\d{2}/\d{2}/\d{4} \d{2}:\d{2} UTC", body)  # dd/mm/yyyy, in UTC
+
+
+def test_the_planners_pilot_report_choices_are_written_the_portuguese_way():
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from django.utils import translation
+
+    from anchorgpu.web.planner_form import PlannerForm
+
+    report = SimpleNamespace(pk=7, uploaded_at=datetime(2026, 12, 2, 18, 51, tzinfo=UTC), device_name="H100",
+                             tokens_per_s=3057.4)
+    with translation.override("pt"):
+        label = dict(PlannerForm(reports=[report]).fields["report"].choices)["7"]
+    assert label == "02/12/2026 18:51 UTC · H100 · 3.057 tokens/s"

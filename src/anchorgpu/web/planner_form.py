@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from anchorgpu.formats.display import moment, number
 from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.planner.presets import PRESETS
 
@@ -58,8 +60,8 @@ class PlannerForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.reports = {str(r.pk): r for r in reports}
         self.fields["report"].choices = [("", _("None: use the planner's estimate"))] + [
-            (key, f"{r.uploaded_at:%Y-%m-%d %H:%M} · {r.device_name or '?'} · {r.tokens_per_s:,.0f} tokens/s")
-            for key, r in self.reports.items()]
+            (key, f"{moment(r.uploaded_at)} · {r.device_name or '?'} · {number(r.tokens_per_s)} {gettext('tokens/s')}")
+            for key, r in self.reports.items()]  # made per request, in the reader's language
 
     def clean_config(self):
         text = self.cleaned_data.get("config", "").strip()
