@@ -36,6 +36,7 @@ ACCESS = {
     "checkout": (SIGNED_IN, 200),
     "orders": (SIGNED_IN, 200), "order": (OWNER, 200), "order_claim_payment": (OWNER, None),
     "order_cancel": (OWNER, None), "order_refund_address": (OWNER, None), "order_status": (OWNER, 200),
+    "order_take_start": (OWNER, None),
     "invoice_pdf": (OWNER, 200), "credit_note_pdf": (OWNER, 404), "guides": (PUBLIC, 200), "guide": (PUBLIC, 200),
     "planner": (PUBLIC, 200), "planner_simulate": (PUBLIC, None), "planner_simulation": (PUBLIC, 404),
     "planner_simulation_status": (PUBLIC, 404), "pilot_reports": (SIGNED_IN, 200), "pilot_report": (OWNER, 200),
@@ -43,7 +44,7 @@ ACCESS = {
 }
 FORMS = ["signup", "login", "logout", "password_reset", "checkout", "order_claim_payment", "order_cancel",
          "order_refund_address", "planner_simulate", "api_tokens", "ssh_keys", "password_change", "login_code",
-         "two_factor", "pilot_reports"]
+         "two_factor", "pilot_reports", "order_take_start"]
 
 
 def _names(patterns, admin=False):
@@ -107,7 +108,7 @@ def test_posts_to_someone_elses_order_find_nothing_and_change_nothing(world):
     alice, bob, order, kwargs = world
     stranger = Client()
     stranger.force_login(bob)
-    for name in ("order_claim_payment", "order_cancel", "order_refund_address"):
+    for name in ("order_claim_payment", "order_cancel", "order_refund_address", "order_take_start"):
         assert stranger.post(url(name, kwargs), {"txid": "", "address": "bc1qxy"}).status_code == 404, name
     order.refresh_from_db()
     assert order.state == "paid" and order.refund_address == ""

@@ -32,6 +32,7 @@ from anchorgpu.payments.uri import payment_uri, qr_svg
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
 from .order_limits import order_place_limited
+from .order_term import term_facts
 from .payment_next import payment_next
 from .run_plans import plan_at_checkout
 from .saved_keys import saved_keys_keep
@@ -245,6 +246,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
     }
     context.update(payment_next(order, quote, now=context["now"]))
+    context.update(term_facts(order, now=context["now"]))
     context.update(extra)
     context["wants_refund_address"] = context["wants_refund_address"] or context["refund_form"].is_bound
     return context
