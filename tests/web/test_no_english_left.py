@@ -38,7 +38,7 @@ from anchorgpu.planner.progress import STAGES
 from anchorgpu.simulations.models import SimulationJob
 from tests import shop
 from tests.runplans.reports import as_bytes, gpu_report
-from tests.web.untranslated import english_left, english_pieces, visible_text
+from tests.web.untranslated import english_left, english_pieces, english_prose, visible_text
 
 pytestmark = pytest.mark.django_db
 
@@ -303,7 +303,7 @@ def test_every_customer_page_and_email_has_no_english(client, code, mailoutbox, 
     texts.update({f"email {name}": body for name, body in emails(user, code, mailoutbox).items()})
     assert len(texts) > 80
     assert any("Alice" in t for t in texts.values())  # the pages are the customer's own
-    leaks = {name: left for name, text in texts.items() if (left := english_left(text, code))}
+    leaks = {name: left for name, text in texts.items() if (left := english_left(text, code) + english_prose(text))}
     report = "\n".join(f"{name}: {left[:6]}" for name, left in sorted(leaks.items()))
     assert not leaks, f"{len(leaks)} pages or e-mails in {code} show English:\n{report}"
 
@@ -313,3 +313,5 @@ def test_the_check_finds_english_it_should():
     assert [p for p, _m in english_left(visible_text(page), "pt")] == ["B200 lot, 2 × 180 GB"]
     assert english_left(visible_text("<p>Lote B200, 2 × 180 GB</p>"), "pt") == []
     assert english_left("Status: building the model on the meta device", "ko")
+    assert english_prose("Estado: the order is on its way") == ["the order is on its way"]  # not in any catalog
+    assert english_prose("Le lot est en route ; on a reçu le paiement") == []

@@ -96,3 +96,18 @@ def english_left(text: str, code: str) -> list[tuple[str, str]]:
     # A short piece inside a longer one found too says nothing more.
     longer = [p for p, _m in left]
     return sorted((p, m) for p, m in left if not any(p != q and p in q for q in longer))
+
+
+# English words that neither Portuguese nor French nor Korean uses (so not "on", "an", "or", "do", "no", "as").
+_ENGLISH_GLUE = {"the", "your", "with", "and", "of", "to", "is", "for", "from", "this", "that", "are", "you", "we",
+                 "our", "be", "it", "at", "by", "not", "has", "have", "was", "will", "can", "when", "which", "its",
+                 "in", "been", "were", "there", "their", "they"}
+_RUN = re.compile(r"(?:\b[A-Za-z]+\b[ ,]+){2,}\b[A-Za-z]+\b")
+
+
+def english_prose(text: str) -> list[str]:
+    """Runs of three or more Latin words of which two are English glue words: English the catalogs do not
+    know (a sentence written into a template or a view without gettext)."""
+    text = _ADDRESS.sub(" ", text)
+    return sorted({run.group(0) for run in _RUN.finditer(text)
+                   if sum(word.lower() in _ENGLISH_GLUE for word in re.findall(r"[A-Za-z]+", run.group(0))) >= 2})

@@ -6,6 +6,7 @@ from django import template
 from django.utils.translation import gettext
 
 from anchorgpu.orders.lines import line_label as _line_label
+from anchorgpu.web.pilot_warnings import warning_text
 from anchorgpu.web.simulation_text import error_text, progress_text
 
 register = template.Library()
@@ -28,6 +29,12 @@ def simulation_progress(code):
 def simulation_error(error):
     """A failed simulation's stored reason in the active language (see ``error_text``)."""
     return error_text(error)
+
+
+@register.filter
+def pilot_warning(warning):
+    """A warning of a pilot report in the active language (see ``web.pilot_warnings``)."""
+    return warning_text(warning)
 
 
 @register.filter
