@@ -107,3 +107,21 @@ def test_french_puts_a_no_break_space_before_high_punctuation():
              for text in (list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr])
              if re.search(r" [:;?!»]|« ", text)]
     assert not loose, loose[:5]
+
+
+# One word for one thing across a language's catalog and guides: the word kept, and the ones it replaced.
+GLOSSARY = {
+    "ko": {"청구서 (invoice)": ["인보이스"], "묶음 (a B200 lot)": ["로트"], "크레딧 노트 (credit note)": ["대변표", "신용 메모"]},
+    "pt": {"usuário": ["utilizador"], "placa (a GPU card)": ["cartão gráfico"], "cotação (a quote)": ["orçamento"]},
+    "fr": {"devis (a quote)": ["cotation"], "durée (a term)": ["terme de location"]},
+}
+
+
+@pytest.mark.parametrize("code", sorted(GLOSSARY))
+def test_each_language_keeps_one_word_for_one_thing(code):
+    texts = [t for e in _catalog(code).translated_entries()
+             for t in (list(e.msgstr_plural.values()) if e.msgid_plural else [e.msgstr])]
+    texts += [p.read_text(encoding="utf-8") for p in (PACKAGE / "guides" / "content" / code).glob("*.md")]
+    found = {(kept, other) for kept, others in GLOSSARY[code].items() for other in others
+             for text in texts if other in text}
+    assert not found, sorted(found)
