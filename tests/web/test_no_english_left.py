@@ -236,8 +236,21 @@ def error_pages(code: str) -> dict[str, str]:
     request = RequestFactory().get(f"/{code}/")
     request.user = SimpleNamespace(is_authenticated=False, is_staff=False)
     request.LANGUAGE_CODE = code
-    return {"400": bad_request(request).content.decode(),
-            "429": refused_page(request, RateLimited(600)).content.decode()}
+    from django.db import OperationalError
+
+    from anchorgpu.ops.dbdown import DatabaseUnavailableMiddleware
+    from anchorgpu.web.views import server_error
+
+    pages = {"400": bad_request(request).content.decode(),
+             "429": refused_page(request, RateLimited(600)).content.decode(),
+             "500": server_error(request).content.decode()}
+    for method in ("get", "post"):  # the database is down: reading a page, sending a form
+        down = getattr(RequestFactory(), method)(f"/{code}/orders/")
+        down.user, down.LANGUAGE_CODE = request.user, code
+        answer = DatabaseUnavailableMiddleware(None).process_exception(down, OperationalError("connection refused"))
+        assert answer.status_code == 503
+        pages[f"503 on {method}"] = answer.content.decode()
+    return pages
 
 
 def report_pages(client) -> dict[str, str]:
