@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from urllib.parse import urlencode
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -19,7 +20,7 @@ import pytest
 from django.contrib.auth.tokens import default_token_generator
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
-from django.urls import reverse
+from django.urls import Resolver404, reverse
 from django.utils import timezone, translation
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -55,6 +56,41 @@ PLAN = {"preset": "llama-3.1-8b", "method": "lora", "lora_rank": "16", "optimize
         "parallel": "single", "gpus": "1", "headroom": "10", "term": "7"}
 TINY_SETUP = {"method": "lora", "lora_rank": 8, "optimizer": "adamw", "precision": "bf16_mixed", "seq_len": 64,
               "micro_batch": 1, "parallel": "single", "gpus": 1, "grad_checkpointing": False}
+
+
+# Views that only act (a redirect follows, shown here through the page it leads to) or that are not the
+# customer's: every other page of the shop must be among those this test renders.
+NOT_PAGES = {"logout", "two_factor", "order_cancel", "order_take_start"}
+
+
+def _customer_views() -> set[str]:
+    from django.urls import get_resolver
+    from django.urls.resolvers import URLResolver
+
+    def walk(patterns, prefix=""):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            else:
+                yield prefix + str(pattern.pattern), pattern.name
+    return {name for path, name in walk(get_resolver().url_patterns)
+            if path[:3] in {f"{code}/" for code in ("en", *LANGUAGES)} and name} - NOT_PAGES
+
+
+def _recording(client) -> set[str]:
+    """The names of the views ``client`` reaches from now on."""
+    seen: set[str] = set()
+    send = client.request
+
+    def request(**kwargs):
+        response = send(**kwargs)
+        try:
+            seen.add(response.resolver_match.url_name)
+        except Resolver404:  # the 404 page: no view
+            pass
+        return response
+    client.request = request
+    return seen
 
 
 def _get(client, url: str, *, ok=(200,), **params) -> str:
@@ -109,6 +145,9 @@ def order_pages(client, user, code: str) -> dict[str, str]:
     claimed = _order(user, code, asset="eth")
     claimed = payment_claim(order=claimed, actor=user.username, txid=shop.txid("evm", 7))
     show("claimed", claimed)
+    pages["claim with a malformed transaction id"] = client.post(
+        reverse("order_claim_payment", kwargs={"reference": claimed.reference}), {"txid": "not a hash"},
+        follow=True).content.decode()
     for outcome in ClaimCheck.Outcome.values:  # what checking the pasted transaction id found, each case
         ClaimCheck.objects.filter(order=claimed).delete()
         ClaimCheck.objects.create(order=claimed, txid=claimed.claimed_txid, outcome=outcome, confirmations=3,
@@ -127,6 +166,9 @@ def order_pages(client, user, code: str) -> dict[str, str]:
     shop.pay(paid, txid=shop.txid("btc", 1))
     paid = Order.objects.get(pk=paid.pk)
     show("paid", paid)
+    pages["refund address refused"] = client.post(
+        reverse("order_refund_address", kwargs={"reference": paid.reference}), {"refund_address": "nonsense"},
+        follow=True).content.decode()
     pages["invoice PDF"] = _pdf_text(client.get(reverse("invoice_pdf", kwargs={"reference": paid.reference})).content)
     refund_address_set(order=paid, actor=user.email, address=REFUND_ADDRESS)
     refund_record(order=paid, actor="operator", now=timezone.now(), refund=RefundInput(
@@ -170,6 +212,8 @@ def shop_pages(client, code: str) -> dict[str, str]:
     pages["planner with results"] = _get(client, planner, **PLAN)
     pages["planner, fits nowhere"] = _get(client, planner, **{**PLAN, "preset": "llama-3.1-70b", "method": "full"})
     pages["planner, bad input"] = _get(client, planner, ok=(400,), **{**PLAN, "seq_len": "999999"})
+    pages["simulation refused"] = client.post(reverse("planner_simulate") + "?" + urlencode(
+        {**PLAN, "method": "qlora"})).content.decode()
     pages["guides"] = _get(client, reverse("guides"))
     for slug in SLUGS:
         pages[f"guide {slug}"] = _get(client, reverse("guide", kwargs={"slug": slug}))
@@ -186,7 +230,8 @@ def simulation_pages(client) -> dict[str, str]:
     job = SimulationJob.objects.create(key=uuid.uuid4().hex, model_source={"config": preset("tiny-llama").config},
                                        model_label="tiny-llama", setup=TINY_SETUP, card_counts=[1, 2, 4, 8])
     url = reverse("planner_simulation", kwargs={"job_id": job.pk})
-    pages = {"simulation queued": _get(client, url)}
+    pages = {"simulation queued": _get(client, url),
+             "simulation status": _get(client, reverse("planner_simulation_status", kwargs={"job_id": job.pk}))}
     for stage in STAGES:
         for code in (f"{stage}:0:0:1", f"{stage}:2:3:4"):
             SimulationJob.objects.filter(pk=job.pk).update(state="running", progress=code)
@@ -209,6 +254,7 @@ def account_pages(client, user, code: str) -> dict[str, str]:
              "login, wrong password": client.post(reverse("login"), {"username": user.email,
                                                                      "password": "wrong"}).content.decode(),
              "signup": _get(client, reverse("signup")),
+             "sign-in code, nothing pending": client.get(reverse("login_code"), follow=True).content.decode(),
              "signup with errors": client.post(reverse("signup"), {"email": "x", "password1": "1",
                                                                    "password2": "2"}).content.decode(),
              "password reset": _get(client, reverse("password_reset")),
@@ -307,6 +353,7 @@ def test_every_customer_page_and_email_has_no_english(client, code, mailoutbox, 
     shop.load_shop()
     user = shop.customer()
     client.force_login(user)
+    seen = _recording(client)
     with translation.override(code):
         pages = {**shop_pages(client, code), **order_pages(client, user, code), **simulation_pages(client),
                  **report_pages(client), **error_pages(code), **account_pages(client, user, code)}
@@ -314,6 +361,7 @@ def test_every_customer_page_and_email_has_no_english(client, code, mailoutbox, 
     texts = {name: visible_text(page) for name, page in pages.items() if "PDF" not in name}
     texts.update({name: page for name, page in pages.items() if "PDF" in name})
     texts.update({f"email {name}": body for name, body in emails(user, code, mailoutbox).items()})
+    assert _customer_views() <= seen, f"pages this test does not render: {sorted(_customer_views() - seen)}"
     assert len(texts) > 80
     assert any("Alice" in t for t in texts.values())  # the pages are the customer's own
     leaks = {name: left for name, text in texts.items() if (left := english_left(text, code) + english_prose(text))}
