@@ -92,6 +92,7 @@ def test_the_portuguese_guides_are_brazilian(guide):
 
 # English that a copied msgstr would leave on a page: network names and the shop's own words.
 _ENGLISH_ONLY = re.compile(r"\b(?:mainnet|testnet|lot|lots|entered by hand|demo figure)\b")
+KOREAN_UNITS = re.compile(r"tokens/s")  # Korean says 토큰/초
 
 
 @pytest.mark.parametrize("code", ["pt", "fr", "ko"])
@@ -125,3 +126,9 @@ def test_each_language_keeps_one_word_for_one_thing(code):
     found = {(kept, other) for kept, others in GLOSSARY[code].items() for other in others
              for text in texts if other in text}
     assert not found, sorted(found)
+
+
+def test_korean_says_its_units():
+    left = [e.msgid for e in _catalog("ko").translated_entries()
+            if KOREAN_UNITS.search(e.msgstr or " ".join(e.msgstr_plural.values()))]
+    assert not left, left

@@ -247,6 +247,23 @@ def simulation_pages(client) -> dict[str, str]:
     return pages
 
 
+def run_plan_pages(client) -> dict[str, str]:
+    """The planner with a run's size and a pilot report's throughput: the cost of the run, each purpose."""
+    from anchorgpu.orders.models import PURPOSE_CHOICES
+    from anchorgpu.pilotreports.models import PilotReport
+
+    report = PilotReport.objects.order_by("uploaded_at").first()
+    pages = {}
+    for purpose, _label in [("", "")] + list(PURPOSE_CHOICES):
+        pages[f"planner, run of 2 epochs with a report, purpose {purpose!r}"] = _get(
+            client, reverse("planner"), **PLAN, tokens_per_epoch="50000000", epochs="2", report=str(report.pk),
+            purpose=purpose, experiments="3")
+    pages["planner, run in steps"] = _get(client, reverse("planner"), **PLAN, steps="2000", global_batch="64")
+    pages["planner, run given both ways"] = _get(client, reverse("planner"), ok=(200, 400), **PLAN,
+                                                 tokens_per_epoch="1000", steps="10", global_batch="8")
+    return pages
+
+
 def account_pages(client, user, code: str) -> dict[str, str]:
     """Signed out: log-in, sign-up, password reset; signed in: the account's own pages."""
     client.logout()
@@ -356,7 +373,8 @@ def test_every_customer_page_and_email_has_no_english(client, code, mailoutbox, 
     seen = _recording(client)
     with translation.override(code):
         pages = {**shop_pages(client, code), **order_pages(client, user, code), **simulation_pages(client),
-                 **report_pages(client), **error_pages(code), **account_pages(client, user, code)}
+                 **report_pages(client), **run_plan_pages(client), **error_pages(code),
+                 **account_pages(client, user, code)}
         client.post(reverse("password_reset"), {"email": user.email})
     texts = {name: visible_text(page) for name, page in pages.items() if "PDF" not in name}
     texts.update({name: page for name, page in pages.items() if "PDF" in name})
