@@ -14,8 +14,10 @@ register = template.Library()
 
 @register.filter
 def catalog(text):
-    """Catalog data (a product summary, an option's name) in the active
-    language, where the catalogs carry it; as entered otherwise."""
+    """Data the operator enters (a product's name or summary, an option's name, an asset's network name, a
+    rate's source) in the active language, where the catalogs carry it; as entered otherwise. The demo's
+    values are marked with gettext_noop where they are made (demo.py, payments/demo.py): an operator who adds
+    a network or a product adds its words to the catalogs the same way. The stored value stays as entered."""
     return gettext(str(text)) if text else text
 
 
