@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import io
 import uuid
-from urllib.parse import urlencode
 from datetime import timedelta
 from types import SimpleNamespace
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.tokens import default_token_generator
