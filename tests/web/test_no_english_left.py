@@ -387,6 +387,17 @@ def test_every_customer_page_and_email_has_no_english(client, code, mailoutbox, 
     assert not leaks, f"{len(leaks)} pages or e-mails in {code} show English:\n{report}"
 
 
+def test_a_string_the_catalog_does_not_translate_yet_is_found(tmp_path):
+    (tmp_path / "pt" / "LC_MESSAGES").mkdir(parents=True)
+    (tmp_path / "pt" / "LC_MESSAGES" / "django.po").write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        'msgid "Copy the address"\nmsgstr ""\n\n'  # new, no translation yet
+        '#, fuzzy\nmsgid "Copied"\nmsgstr "Copiar"\n\n'  # fuzzy: not used by the shop
+        'msgid "Remove"\nmsgstr "Remover"\n', encoding="utf-8")
+    page = visible_text("<button>Copy the address</button> <span>Copied</span> <button>Remover</button>")
+    assert [p for p, _m in english_left(page, "pt", tmp_path)] == ["Copied", "Copy the address"]
+
+
 def test_the_check_finds_english_it_should():
     page = "<p>Pedido <strong>B200 lot, 2 × 180 GB</strong></p><pre>building the model</pre>"
     assert [p for p, _m in english_left(visible_text(page), "pt")] == ["B200 lot, 2 × 180 GB"]

@@ -52,9 +52,9 @@ def pieces_of(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def english_pieces(code: str) -> dict[str, str]:
+def english_pieces(code: str, catalogs: Path = CATALOGS) -> dict[str, str]:
     """piece -> the msgid it comes from, for the catalog of ``code``."""
-    catalog = polib.pofile(str(CATALOGS / code / "LC_MESSAGES" / "django.po"))
+    catalog = polib.pofile(str(catalogs / code / "LC_MESSAGES" / "django.po"))
     pieces: dict[str, str] = {}
     for entry in catalog:
         if entry.obsolete:
@@ -86,11 +86,11 @@ def visible_text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page) + " | " + attributes).split())
 
 
-def english_left(text: str, code: str) -> list[tuple[str, str]]:
+def english_left(text: str, code: str, catalogs: Path = CATALOGS) -> list[tuple[str, str]]:
     """(piece, msgid) for each piece of the catalog's English found in ``text`` as whole words."""
     text = " ".join(_ADDRESS.sub(" ", text).split())
     left = []
-    for piece, msgid in english_pieces(code).items():
+    for piece, msgid in english_pieces(code, catalogs).items():
         if piece in text and re.search(r"(?<![\w])" + re.escape(piece) + r"(?![\w])", text):
             left.append((piece, msgid))
     # A short piece inside a longer one found too says nothing more.
