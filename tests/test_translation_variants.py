@@ -132,3 +132,11 @@ def test_korean_says_its_units():
     left = [e.msgid for e in _catalog("ko").translated_entries()
             if KOREAN_UNITS.search(e.msgstr or " ".join(e.msgstr_plural.values()))]
     assert not left, left
+
+
+def test_korean_asks_in_one_register():
+    """Requests end in 주십시오 / 하십시오, as the catalog does throughout (안녕하세요 is the greeting)."""
+    mixed = [t for e in _catalog("ko").translated_entries()
+             for t in (list(e.msgstr_plural.values()) if e.msgid_plural else [e.msgstr])
+             if re.search(r"(?<!안녕하)세요[.!]", t)]
+    assert not mixed, mixed[:5]
