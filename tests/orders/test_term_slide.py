@@ -206,3 +206,66 @@ def test_the_emails_say_when_the_term_starts(t0, mailoutbox):
     assert "Your term starts when your access is ready" in alice
     assert "your term starts when it is ready" in alice  # the "paid" email
     assert "Your term runs from" in bob and "Your term starts when" not in bob
+
+
+def _first_h200_host():
+    from anchorgpu.fleet.models import Host
+
+    return Host.objects.filter(product__slug="h200-141gb").order_by("name").first()
+
+
+def test_a_term_never_slides_into_a_maintenance_window_entered_after_its_cards_were_held(t0):
+    """The window begins an hour after the term would end if it started at once: the room after the term
+    overlaps it, the term itself does not. Access comes 80 minutes later; the term stops at the window."""
+    from anchorgpu.allocation.services import host_enter_maintenance
+
+    order = shop.place(shop.customer(), product="h200-141gb", quantity=16, term_days=3, now=t0)
+    window_start = t0 + 3 * DAY + HOUR
+    host_enter_maintenance(host=_first_h200_host(), start=window_start, end=t0 + 4 * DAY, actor="op",
+                           reason="fans", now=t0 + MINUTE)
+    shop.pay(order, now=t0 + 50 * MINUTE, seen_at=t0 + 5 * MINUTE)
+    provision_due(now=t0 + 80 * MINUTE)
+    active = fresh(order)
+    assert active.state == "active"
+    assert active.ends_at == window_start and active.ends_at - active.starts_at == 3 * DAY
+    last = AuditEntry.objects.filter(action="term_slide", object_id=str(order.pk)).order_by("id").last()
+    assert last.data["short_by_seconds"] == 20 * 60
+    assert invariant_violations() == []
+
+
+def test_the_room_after_a_term_stops_at_a_maintenance_window_whose_slots_left_a_gap(t0):
+    """A window entered while another hold sat inside it has no slot where that hold was; once the hold
+    has run out, a new order's room after its term must still stop where the window begins."""
+    from anchorgpu.allocation.models import BookingDevice
+    from anchorgpu.allocation.services import host_enter_maintenance
+
+    shop.place(shop.customer("bob@example.com"), product="h200-141gb", quantity=16, term_days=3,
+               start=t0 + 3 * DAY, now=t0)  # never paid
+    host = _first_h200_host()
+    window = (t0 + 3 * DAY + 2 * HOUR, t0 + 4 * DAY)
+    entered = host_enter_maintenance(host=host, start=window[0], end=window[1], actor="op", reason="fans",
+                                     now=t0 + MINUTE)
+    assert entered.booking.slots.count() == 0  # every card of the host was held inside the window
+    later = t0 + 2 * HOUR  # Bob's hold has run out
+    order = shop.place(shop.customer(), product="h200-141gb", quantity=16, term_days=3, now=later)
+    assert fresh(order).booking.ends_at == window[0]
+    shop.pay(order, now=later + 30 * MINUTE, seen_at=later + 5 * MINUTE)
+    provision_due(now=later + 35 * MINUTE)
+    active = fresh(order)
+    assert active.state == "active" and active.ends_at - active.starts_at == 3 * DAY
+    inside = BookingDevice.objects.filter(booking=active.booking, live=True, device__host=host,
+                                          starts_at__lt=window[1], ends_at__gt=window[0])
+    assert not inside.exists()
+
+
+def test_a_late_payment_for_a_product_taken_off_sale_is_told_so(t0):
+    from anchorgpu.catalog.models import Product
+
+    order = shop.place(shop.customer(), product="h200-141gb", quantity=16, term_days=3, now=t0)
+    rival_at = t0 + 3 * HOUR
+    shop.place(shop.customer("bob@example.com"), product="h200-141gb", quantity=16, term_days=3, now=rival_at)
+    shop.pay(order, now=rival_at + MINUTE, seen_at=rival_at)
+    Product.objects.filter(slug="h200-141gb").update(is_active=False)
+    with pytest.raises(NotAllowedNow, match="no longer on sale"):
+        payment_take_earliest_start(order=fresh(order), actor="alice@example.com", now=rival_at + 2 * MINUTE)
+    assert fresh(order).state == "paid_late"

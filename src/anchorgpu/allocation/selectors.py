@@ -271,15 +271,25 @@ def live_slots_overlapping(device_ids, period: Period, *, now: datetime):
             .select_related("booking"))
 
 
+def maintenance_from(device_ids, *, after: datetime, until: datetime) -> datetime:
+    """When the first live maintenance window of these devices' hosts that overlaps ``[after, until)``
+    begins (``after`` if one is under way), else ``until``. A window counts as a whole: its device slots
+    leave out what was booked when it was entered, and those bookings may end or shrink since."""
+    first = (_maintenance_overlapping(after, until).filter(host__devices__in=list(device_ids))
+             .order_by("starts_at").values_list("starts_at", flat=True).first())
+    return until if first is None else max(after, min(first, until))
+
+
 def free_until(device_ids, *, after: datetime, until: datetime, now: datetime, besides: int | None = None) -> datetime:
     """How far from ``after`` (up to ``until``) all of these devices stay free: the start of the first live
-    booking of any of them after ``after`` (``besides`` one, the booking asking), else ``until``. Maintenance
-    windows count through their device slots; a device whose host is not on sale is free for nothing more."""
+    booking of any of them after ``after`` (``besides`` one, the booking asking), or of a maintenance window
+    of their hosts, else ``until``. A device whose host is not on sale is free for nothing more."""
     ids = list(device_ids)
     if until <= after:
         return after
     if Device.objects.filter(pk__in=ids).exclude(host__status=Host.Status.ACTIVE).exists():
         return after
+    until = maintenance_from(ids, after=after, until=until)
     slots = BookingDevice.objects.filter(_live_at(now), device_id__in=ids, starts_at__lt=until, ends_at__gt=after)
     if besides is not None:
         slots = slots.exclude(booking_id=besides)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from anchorgpu.allocation import selectors
 from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation import slide
 from anchorgpu.allocation.errors import NoLongerAvailable
@@ -50,6 +51,16 @@ def _live(booking: Booking | None) -> bool:
             and booking.kind in (Booking.Kind.HOLD, Booking.Kind.CONFIRMED))
 
 
+def _usable(booking: Booking, length: timedelta) -> Period:
+    """The part of the held period a term may slide into: up to the first maintenance window of its hosts
+    entered after the cards were held (their room after the term overlaps it; the term itself, if the window
+    reaches it, is the operator's to move, and keeps its earliest place)."""
+    devices = list(booking.slots.values_list("device_id", flat=True))
+    earliest_end = booking.starts_at + length
+    window = selectors.maintenance_from(devices, after=earliest_end, until=booking.ends_at)
+    return Period(booking.starts_at, max(earliest_end, window))
+
+
 def hold_until(order: Order, *, until: datetime, actor: str, now: datetime | None = None) -> None:
     """The hold of an unpaid as-soon-as-possible order lasts until ``until`` (a transfer is on its way):
     keep its cards for a term that starts then, as far as they are free."""
@@ -60,8 +71,12 @@ def hold_until(order: Order, *, until: datetime, actor: str, now: datetime | Non
     want = slide.wanted_end(held=Period(booking.starts_at, booking.ends_at), length=length, at=until,
                             allowance=access_allowance())
     if want > booking.ends_at:
-        order.booking = allocation.booking_stretch(booking=booking, until=want, actor=actor, now=now,
-                                                   reason="the payment window grew: room for the term to start later")
+        try:
+            order.booking = allocation.booking_stretch(booking=booking, until=want, actor=actor, now=now,
+                                                       reason="the payment window grew: room for the term to "
+                                                              "start later")
+        except NoLongerAvailable:  # conflicts on every attempt: the term keeps the room it has
+            pass
 
 
 def term_slide(order: Order, *, at: datetime, actor: str, final: bool,
@@ -84,7 +99,7 @@ def term_slide(order: Order, *, at: datetime, actor: str, final: bool,
                                                  reason="the term starts later than the cards were held for")
         except NoLongerAvailable:  # conflicts on every attempt: place the term inside what is held
             pass
-    placed = slide.slide(held=Period(booking.starts_at, booking.ends_at), length=length, at=at)
+    placed = slide.slide(held=_usable(booking, length), length=length, at=at)
     if final and booking.ends_at > placed.term.end:
         booking = allocation.booking_trim(booking=booking, end=placed.term.end, actor=actor,
                                           reason="the term is fixed; the cards after it are free again")
