@@ -362,6 +362,9 @@ def payment_take_earliest_start(*, order: Order, actor: str, now: datetime | Non
         if payment_status(locked).status not in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID,
                                                  evaluation.PaymentStatus.LATE):
             raise NotAllowedNow(_("The confirmed transfers are short of the quote."), code="underpaid")
+        if not locked.product.is_active:
+            raise NotAllowedNow(_("%(product)s is no longer on sale; ask for a refund instead.")
+                                % {"product": locked.product.name}, code="not_on_sale")
         if not _book_again(locked, start=None, actor=actor, now=now):
             raise NotAllowedNow(_("No start within the booking horizon has these cards free for the whole term; "
                                   "ask for a refund instead."), code="unavailable")

@@ -36,7 +36,7 @@ def term_facts(order: Order, *, now: datetime) -> dict:
         "later_start": None,
     }
     # A late payment whose cards were taken meanwhile: offer the earliest start they are free for the term.
-    if order.state == "paid_late" and not order.refunds.exists():
+    if order.state == "paid_late" and order.product.is_active and not order.refunds.exists():
         facts["later_start"] = earliest_start(order.product, quantity=order.quantity, term_days=order.term_days,
                                               not_before=now, now=now)
     return facts
