@@ -14,6 +14,7 @@ import pytest
 from django.core import mail
 from django.db import transaction
 from django.urls import reverse
+from django.utils import translation
 from pypdf import PdfReader
 
 from anchorgpu.billing import pdf
@@ -129,3 +130,15 @@ def test_the_planners_pilot_report_choices_are_written_the_portuguese_way():
     with translation.override("pt"):
         label = dict(PlannerForm(reports=[report]).fields["report"].choices)["7"]
     assert label == "02/12/2026 18:51 UTC · H100 · 3.057 tokens/s"
+
+
+def test_a_discount_line_is_money_in_both_columns_and_the_note_says_how_the_total_is_rounded(client):
+    shop.load_shop()
+    with translation.override("pt"):
+        url = reverse("product", kwargs={"slug": "h100-sxm-80gb"}) + "?quantity=1&term=7"
+    body = client.get(url).content.decode()
+    row = re.search(r"<tr>\s*<td>[^<]*Desconto[^<]*</td>(.*?)</tr>", body, re.S)
+    assert row, "the term discount line"
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    unit, amount = cells[-2].strip(), cells[-1].strip()
+    assert re.fullmatch(r"-\d+,\d{2}( USD)?", unit) and re.fullmatch(r"-\d+,\d{2}( USD)?", amount), cells

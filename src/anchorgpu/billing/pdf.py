@@ -20,13 +20,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.utils import translation
-
 from django.utils.translation import gettext as _
 from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
-from anchorgpu.orders.lines import invoice_line_label
 from anchorgpu.formats import display
+from anchorgpu.orders.lines import invoice_line_label
 
 from .models import CreditNote, Invoice
 
@@ -213,7 +212,7 @@ def _draw_invoice(invoice: Invoice) -> _Page:
             row = table.row()
             row.cell(pdf.clean(text))
             row.cell(str(item.quantity))
-            row.cell(pdf.clean(_unit_price(item.unit_price)))
+            row.cell(pdf.clean(display.line_unit_price(item.kind, item.unit_price)))
             row.cell(pdf.clean(_money(item.amount, invoice.currency)))
     pdf.ln(2)
     pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency)},

@@ -76,6 +76,12 @@ def unit_price(value, currency: str = "", max_places: int = 4) -> str:
     return money(amount, currency, places)
 
 
+def line_unit_price(kind: str, value, currency: str = "") -> str:
+    """The unit price of a price line: a rate per card-hour keeps up to four decimals, while a discount
+    (one line, quantity one) is money like its amount."""
+    return money(value, currency) if kind == "discount" else unit_price(value, currency)
+
+
 def percent(value, places: int = 0) -> str:
     """A value already in percent (12.5 means 12.5 %): "12.5%" (en), "12,5%" (pt), "12,5 %" (fr)."""
     language = (translation.get_language() or "en").split("-")[0]

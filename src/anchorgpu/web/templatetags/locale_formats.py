@@ -69,6 +69,14 @@ def unit_price(value, currency=""):
 
 
 @_filter
+def line_unit_price(line, currency=""):
+    """A price line's unit price (``display.line_unit_price``): ``line`` is the line, a dict or an object."""
+    kind = line.get("kind", "") if isinstance(line, dict) else getattr(line, "kind", "")
+    value = line.get("unit_price") if isinstance(line, dict) else getattr(line, "unit_price", None)
+    return "" if _empty(value) else display.line_unit_price(kind, value, currency or "")
+
+
+@_filter
 def num(value, places=0):
     """A plain figure with the locale's grouping and ``places`` decimals."""
     return "" if _empty(value) else display.number(value, _places(places, 0))
