@@ -98,3 +98,11 @@ def test_an_asap_term_starts_when_access_is_ready_and_lasts_the_full_term(client
         assert ("the term starts when your access is ready, after your payment is confirmed, and lasts the full "
                 "30 days from then") in page
         assert "The term starts on" not in page  # a start typed but not chosen is not the term's
+
+
+@pytest.mark.parametrize("start", ["9999-12-31T23:59", "2200-01-01T00:00", "0001-01-01T00:00"])
+def test_a_start_past_the_horizon_in_the_link_shows_no_dates_and_no_500(client, alice, start):
+    url = reverse("checkout", kwargs={"slug": "h100-sxm-80gb"}) + f"?start_mode=date&start={start}"
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "The term starts on" not in response.content.decode()

@@ -27,7 +27,10 @@ def summary(offer, *, start: datetime | None, chosen=()) -> dict:
     if offer is None:
         return context
     if start is not None:
-        context["term_end"] = start + timedelta(days=offer.term_days)
+        try:
+            context["term_end"] = start + timedelta(days=offer.term_days)
+        except OverflowError:  # the calendar's end: no dates to show (the form refuses such a start)
+            context["term_start"] = None
     try:
         prices = price_list_current()
     except NoPriceList:

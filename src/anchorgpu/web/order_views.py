@@ -31,6 +31,7 @@ from anchorgpu.payments.uri import payment_uri, qr_svg
 
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
+from .forms import checked_start
 from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
@@ -91,8 +92,8 @@ def _start_shown(form: CheckoutForm):
         return data.get("start") if data.get("start_mode") == "date" and "start" not in form.errors else None
     if form.initial.get("start_mode") != "date":
         return None
-    try:
-        return form.fields["start"].clean(form.initial.get("start"))
+    try:  # the same checks as a sent form: a start past the horizon (or the calendar's end) shows no dates
+        return checked_start(form.fields["start"].clean(form.initial.get("start")), past="")
     except ValidationError:
         return None
 
