@@ -121,7 +121,8 @@ def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusa
     assert "PRIVATE KEY" not in stored and "b3BlbnNzaC1rZXkt" not in stored and "ssh-ed25519" not in stored
     assert "csrfmiddlewaretoken" not in stored and "submission" not in stored
     drafts = [key for key in json.loads(stored) if key.startswith("anchorgpu:draft:")]
-    assert drafts == ["anchorgpu:draft:/checkout/h100-sxm-80gb/"]  # one draft, whatever the language
+    # One draft, whatever the language, kept under its customer.
+    assert drafts == [f"anchorgpu:draft:{user.pk}:/checkout/h100-sxm-80gb/"]
     assert "PRIVATE KEY" not in page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
 
     # The order placed (limit cleared): the draft is dropped.
@@ -134,3 +135,30 @@ def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusa
     order = Order.objects.get()
     assert (order.name, order.quantity, order.term_days, order.company) == ("Dana Typed", 2, 7, "Typed Lda")
     shot(page, "5-placed")
+
+
+def test_a_draft_stays_with_the_customer_who_typed_it(store, page):
+    """Dana types a checkout and logs out without ordering; Eve logs in in the same tab and opens the same
+    checkout: nothing of Dana's is put back, and logging out emptied the tab's drafts."""
+    from playwright.sync_api import expect
+
+    shop.customer(email="dana@example.com", password=PASSWORD)
+    shop.customer(email="eve@example.com", password=PASSWORD)
+    checkout = "/en/checkout/h100-sxm-80gb/?quantity=1&term=3"
+    page.goto(f"{store}/en/account/login/?next={checkout.replace('?', '%3F').replace('&', '%26')}")
+    _log_in(page, "dana@example.com")
+    expect(page).to_have_url(re.compile(r"/en/checkout/h100-sxm-80gb/"))
+    page.locator("#id_company").fill("Dana Lda")
+    page.locator("#id_ssh_keys").fill(shop.ED25519)
+    page.wait_for_function("JSON.stringify(sessionStorage).includes('Dana Lda')")
+
+    page.locator("details.account-menu summary, header details summary").first.click()
+    page.locator("form.logout button[type=submit]").click()
+    page.wait_for_load_state()
+    assert "Dana Lda" not in _storage(page) and "anchorgpu:draft:" not in _storage(page)
+
+    page.goto(f"{store}/en/account/login/?next={checkout.replace('?', '%3F').replace('&', '%26')}")
+    _log_in(page, "eve@example.com")
+    expect(page).to_have_url(re.compile(r"/en/checkout/h100-sxm-80gb/"))
+    expect(page.locator("#id_company")).to_have_value("")
+    expect(page.locator("#id_ssh_keys")).to_have_value("")

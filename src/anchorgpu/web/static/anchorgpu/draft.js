@@ -18,10 +18,22 @@
     try { return window.sessionStorage; } catch (e) { return null; }  // storage blocked: keep nothing
   }
 
-  function draftKey(path) {
+  // One draft per signed-in customer and page: the form's data-draft names its owner, so a customer who
+  // signs in after another in the same tab never gets the other's company, address or keys put back.
+  function draftKey(path, owner) {
     var parts = path.split("/");  // ["", "pt", "checkout", ...]
     if (/^[a-z]{2,3}(-[a-z0-9]{2,8})*$/i.test(parts[1] || "")) { parts.splice(1, 1); }
-    return PREFIX + parts.join("/");
+    return PREFIX + (owner || "") + ":" + parts.join("/");
+  }
+
+  function ownerOf(form) { return form.getAttribute("data-draft") || ""; }
+
+  function forgetAll() {
+    var storage = store();
+    if (!storage) { return; }
+    Object.keys(storage).forEach(function (key) {
+      if (key.indexOf(PREFIX) === 0 || key === SENT) { storage.removeItem(key); }
+    });
   }
 
   function kept(el) {
@@ -70,7 +82,7 @@
       if (typeof value === "string" && PRIVATE.test(value)) { return; }  // never written anywhere
       draft[entryName(el)] = {v: value, i: initialOf(el, form)};
     });
-    storage.setItem(draftKey(location.pathname), JSON.stringify(draft));
+    storage.setItem(draftKey(location.pathname, ownerOf(form)), JSON.stringify(draft));
   }
 
   function read(key) {
@@ -80,7 +92,7 @@
   }
 
   function restore(form) {
-    var draft = read(draftKey(location.pathname));
+    var draft = read(draftKey(location.pathname, ownerOf(form)));
     if (!draft) { return false; }
     var changed = null, done = {};
     Array.prototype.forEach.call(form.elements, function (el) {
@@ -134,8 +146,12 @@
     form.addEventListener("change", function () { save(form); });
     form.addEventListener("submit", function () {
       save(form);
-      if (storage) { storage.setItem(SENT, draftKey(location.pathname)); }
+      if (storage) { storage.setItem(SENT, draftKey(location.pathname, ownerOf(form))); }
     });
+  });
+  // Logging out drops every draft of this tab: what was typed stays with the one who typed it.
+  document.querySelectorAll("form[data-draft-clear]").forEach(function (form) {
+    form.addEventListener("submit", forgetAll);
   });
   window.anchorgpuDraftKey = draftKey;  // for the browser tests
 })();
