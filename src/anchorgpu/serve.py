@@ -43,19 +43,29 @@ def site_url_default(host: str, port: int) -> str:
     return os.environ["ANCHORGPU_SITE_URL"]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _prctl():
+    """libc's prctl, looked up here in the parent: the child, forked while the server's threads run, makes
+    one foreign call between fork and exec and loads nothing (a lookup there could wait on a lock that a
+    thread of the parent held at the fork)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+def _die_with_parent(prctl):
+    def in_child() -> None:  # between fork and exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    return in_child
 
 
 def worker_start(*, interval: float) -> subprocess.Popen:
     """The worker as a child process of this one, sharing its terminal; the server runs the planner's
     simulations itself, so the worker does not."""
     command = [sys.executable, "-m", "anchorgpu.cli", "worker", "--interval", f"{interval:g}", "--no-simulations"]
+    prctl = _prctl() if sys.platform.startswith("linux") else None
     return subprocess.Popen(command, env=dict(os.environ),
-                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                            preexec_fn=_die_with_parent(prctl) if prctl is not None else None)
 
 
 def worker_stop(worker: subprocess.Popen, *, timeout: float = WORKER_STOP_SECONDS) -> int:
