@@ -361,7 +361,9 @@ DOUBLE_BOOKINGS = """
          AND a.starts_at < b.ends_at AND b.starts_at < a.ends_at
     WHERE a.live AND b.live"""
 ORDERS_WHOLE = """
-    SELECT o.reference, q.id IS NOT NULL, b.kind, b.state, b.starts_at = o.starts_at AND b.ends_at = o.ends_at,
+    SELECT o.reference, q.id IS NOT NULL, b.kind, b.state,
+           -- the hold covers the term (an as-soon-as-possible one holds past it, for the term to slide)
+           b.starts_at = o.starts_at AND b.ends_at >= o.ends_at,
            (SELECT count(*) FROM allocation_bookingdevice s WHERE s.booking_id = b.id AND s.live),
            o.quantity * p.cards_per_unit
     FROM orders_order o

@@ -111,7 +111,7 @@ def test_the_page_around_the_table_is_kept_when_the_offers_change(shop, second, 
 
 
 def _h100_free(response) -> int:
-    found = re.search(r'H100 SXM 80 GB.*?<td class="num">(\d+) / \d+</td>', response.content.decode(), re.S)
+    found = re.search(r'H100 SXM 80 GB.*?<td class="num"[^>]*>(\d+) / \d+</td>', response.content.decode(), re.S)
     return int(found.group(1))
 
 
