@@ -97,7 +97,7 @@ class CheckoutForm(forms.Form):
         # Catalog names in the reader's language where the catalogs carry them.
         self.fields["environment"].label_from_instance = lambda env: gettext(env.name)
         self.fields["options"].label_from_instance = lambda option: gettext(option.name)
-        self.fields["asset"].label_from_instance = lambda asset: f"{asset.symbol} ({gettext(asset.network_name)})"
+        self.fields["asset"].label_from_instance = lambda asset: f"{asset.symbol} · {gettext(asset.network_name)}"
         self.fields["country"].choices = [("", _("Choose…"))] + list(countries)
         if product.cards_per_unit > 1:
             self.fields["quantity"].label = _("Lots")
