@@ -10,3 +10,14 @@ def demo_shop(db):
     load_price_list(products)
     load_fleet(products)
     return products
+
+
+@pytest.fixture
+def alice(client, db):
+    """The demo shop, and a customer signed in on ``client``."""
+    from tests import shop
+
+    shop.load_shop()
+    user = shop.customer()
+    client.force_login(user)
+    return user

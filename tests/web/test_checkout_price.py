@@ -13,20 +13,12 @@ from django.urls import reverse
 from django.utils import formats, timezone, translation
 
 from anchorgpu.orders.models import Order
-from tests import shop
 from tests.web.test_checkout import checkout_url, form_data
 
 pytestmark = pytest.mark.django_db
 
 OPTIONS = ["checkpoint-storage-1tb", "extra-nvme-4tb", "dedicated-ipv4"]
 
-
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
 
 
 def price_url(query: str, slug: str = "h100-sxm-80gb") -> str:

@@ -45,13 +45,6 @@ def limits_on(settings):
     settings.ANCHORGPU_RATE_LIMITS = True
 
 
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
-
 
 def test_a_form_error_comes_back_with_everything_typed(client, alice):
     response = client.post(checkout_url(), form_data(**TYPED, vat_id="not a vat id!"))

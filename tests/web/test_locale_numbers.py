@@ -42,13 +42,6 @@ def assert_pt(page: str, code: str, pattern: re.Pattern = PT_UNIT, at_least: int
     return found
 
 
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
-
 
 def pt_order(user, *, asset: str = "btc", term_days: int = 7) -> Order:
     order = shop.place(user, asset=asset, term_days=term_days, options=("dedicated-ipv4",))

@@ -18,13 +18,6 @@ from tests import shop
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice(client):
-    shop.load_shop()
-    user = shop.customer()
-    client.force_login(user)
-    return user
-
 
 def order_page(client, order) -> str:
     return client.get(reverse("order", kwargs={"reference": order.reference})).content.decode()
