@@ -334,16 +334,21 @@ def release_booking(order: Order, *, actor: str, reason: str) -> None:
         allocation.booking_release(booking=booking, actor=actor, reason=reason, for_order=True)
 
 
+def _late_unrefunded(order: Order, not_late: str) -> Order:
+    """The order locked, if it is a late payment of which nothing was refunded yet (``not_late`` says why not)."""
+    locked = order_lock(order)
+    if locked.order_state is not S.PAID_LATE:
+        raise NotAllowedNow(not_late)
+    if locked.refunds.exists():
+        raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."), code="refunded")
+    return locked
+
+
 def payment_recheck_capacity(*, order: Order, actor: str, now: datetime | None = None) -> Order:
     """For a late payment whose cards were gone: try again (cards free up)."""
     now = now or timezone.now()
     with transaction.atomic():
-        locked = order_lock(order)
-        if locked.order_state is not S.PAID_LATE:
-            raise NotAllowedNow(_("Only a late payment waits for capacity."))
-        if locked.refunds.exists():
-            raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."),
-                                code="refunded")
+        locked = _late_unrefunded(order, _("Only a late payment waits for capacity."))
         _mark_paid(locked, actor=actor, now=now, reason="capacity re-checked", late=True)
     return locked
 
@@ -353,12 +358,7 @@ def payment_take_earliest_start(*, order: Order, actor: str, now: datetime | Non
     earliest start from now at which the same cards are free for the whole term, instead of a refund."""
     now = now or timezone.now()
     with transaction.atomic():
-        locked = order_lock(order)
-        if locked.order_state is not S.PAID_LATE:
-            raise NotAllowedNow(_("Only a late payment whose cards were taken can take a later start."))
-        if locked.refunds.exists():
-            raise NotAllowedNow(_("Money was already refunded for this order; refund the rest instead."),
-                                code="refunded")
+        locked = _late_unrefunded(order, _("Only a late payment whose cards were taken can take a later start."))
         if payment_status(locked).status not in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID,
                                                  evaluation.PaymentStatus.LATE):
             raise NotAllowedNow(_("The confirmed transfers are short of the quote."), code="underpaid")
