@@ -36,7 +36,7 @@ def test_an_asap_order_says_its_term_starts_when_access_is_ready(client):
     provision_due()
     active = Order.objects.get(pk=order.pk)
     text = page(client, active)
-    assert "from the moment your access is ready" not in text  # fixed now: its dates are shown
+    assert "days from the moment your access is ready (at the earliest" not in text  # fixed: its dates shown
     assert active.starts_at.strftime("%H:%M") in text and "term-late" not in text
 
 
@@ -47,7 +47,7 @@ def test_a_dated_order_shows_its_dates(client):
     start = (timezone.now() + timedelta(days=2)).replace(second=0, microsecond=0)
     order = shop.place(user, start=start)
     text = page(client, order)
-    assert "from the moment your access is ready" not in text and start.strftime("%H:%M") in text
+    assert "days from the moment your access is ready (at the earliest" not in text and start.strftime("%H:%M") in text
 
 
 def test_a_late_payment_without_cards_is_offered_the_earliest_start_and_can_take_it(client):
