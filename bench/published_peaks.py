@@ -57,7 +57,7 @@ class Source:
 @dataclass(frozen=True)
 class Card:
     name: str
-    memory_bytes: int  # per card, as sold: "24 GB" of GDDR is 24 GiB of DRAM; the driver shows a little less
+    memory_bytes: int  # per card: as sold ("24 GB" of GDDR is 24 GiB of DRAM), or what the driver exposes
     basis: str
 
 
@@ -86,7 +86,8 @@ CARDS: Mapping[str, Card] = MappingProxyType({
     "a100-80gb": Card("NVIDIA A100 80GB", 80 * 2**30, "80 GB HBM2e per card"),
     "rtx-3090": Card("NVIDIA GeForce RTX 3090", 24 * 2**30, "24 GB GDDR6X per card"),
     "rtx-4090": Card("NVIDIA GeForce RTX 4090", 24 * 2**30, "24 GB GDDR6X per card"),
-    "a10g": Card("NVIDIA A10G (AWS)", 24 * 2**30, "24 GB GDDR6 per card"),
+    # Sold as 24 GB; with ECC on (AWS's default) nvidia-smi reports a total of 23028MiB, as public logs show.
+    "a10g": Card("NVIDIA A10G (AWS)", 23028 * 2**20, "nvidia-smi total with ECC on: 23028MiB"),
 })
 
 # --- Model configs: config.json facts (memory-relevant keys only), each with where it was read ------------
@@ -275,8 +276,11 @@ _FQ_TRUST = {
     "lora_dropout": "train.py default lora_dropout: 0.1",
     "optimizer": "train.py default optimizer 'adamw' (torch.optim.AdamW)",
     "precision": "train.py default precision 'bf16': weights in bf16, FSDP MixedPrecision(bf16), no autocast",
-    "adapter_dtype": "inferred: PEFT of early 2024 cast new adapters to the base weight's dtype (bf16; the 4-bit "
-                     "weights are stored with quant_storage=bf16) and FSDP's flat parameters hold one dtype",
+    "adapter_dtype": "inferred: PEFT of early 2024 casts new adapters to the base weight's floating dtype "
+                     "(peft v0.9.0 7e5335d093bef57ed332e6354282f84995700bb1 and v0.10.0 "
+                     "8221246f2f48b665c853605e1d0ddaf1d0ce39c9, src/peft/tuners/lora/layer.py update_layer: "
+                     "self.to(weight.device, dtype=weight.dtype)); the base is bf16, and the 4-bit weights are "
+                     "stored with quant_storage=bf16",
     "grad_accumulation": "train.py default gradient_accumulation_steps: 1",
     "attention": "stated in train.py: attn_impl = \"sdpa\"",
     "packed": "every sample is exactly the context length: no padding, no packing needed",
@@ -332,6 +336,10 @@ FSDP_QLORA = (
     _fq("fq-7b-lora-offload-b10", _L2, "llama-2-7b", "rtx-4090",
         {**_FQ_LORA, "micro_batch": 10, "offload": "optimizer_and_params"}, "reserved", "22.69",
         "'Case Study: A Dual 4090', 'Llama-2 7B' table, row LoRA / True / False / 10",
+        notes="the 4090 section runs 'a subset of the tests' of the 3090 template: settings inferred to match"),
+    _fq("fq-7b-qlora-offload-b12", _L2, "llama-2-7b", "rtx-4090",
+        {**_FQ_QLORA, "micro_batch": 12, "offload": "optimizer_and_params"}, "reserved", "22.38",
+        "'Case Study: A Dual 4090', 'Llama-2 7B' table, row QLoRA / True / False / 12",
         notes="the 4090 section runs 'a subset of the tests' of the 3090 template: settings inferred to match"),
     _fq("fq-mistral-qlora-offload-24k", "Mistral 7B v0.2 Base", "mistral-7b-v0.2", "rtx-4090",
         {**_FQ_QLORA, "micro_batch": 1, "seq_len": 24576, "offload": "optimizer_and_params"}, "reserved", "22.54",
