@@ -9,36 +9,24 @@ families the planner supports and refuses everything else by name.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from anchorgpu.messages import gettext_noop
 
+from .architectures import FAMILIES, GEMMA_NORMS, TEXT_TOWERS, Common
 from .errors import PlannerInputError
+from .layer_spec import AttentionSpec, LayerSpec, MlpSpec, layer_tensors
 
-SUPPORTED_FAMILIES: tuple[str, ...] = ("llama", "mistral", "qwen2", "gemma", "gemma2")
-
-# The linear layers of one decoder layer, the same names in all supported
-# families (and the names LoRA targets use).
+# The linear layers of a Llama-style decoder layer (and the names LoRA targets use); other layouts
+# (Phi-3's fused projections, DeepSeek's latent attention) name theirs in ``ModelSpec.linear_shapes``.
 ATTENTION_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")
 LINEAR_MODULES: tuple[str, ...] = ATTENTION_MODULES + MLP_MODULES
-
-# How the families differ where memory is concerned. ``tie`` is the
-# family's default for ``tie_word_embeddings`` when a config leaves it out
-# (the defaults of the transformers config classes).
-_FAMILY = {
-    "llama": {"norm": "rms", "norms_per_layer": 2, "mlp": "gated_silu", "tie": False, "head_dim_required": False},
-    "mistral": {"norm": "rms", "norms_per_layer": 2, "mlp": "gated_silu", "tie": False, "head_dim_required": False},
-    "qwen2": {"norm": "rms", "norms_per_layer": 2, "mlp": "gated_silu", "tie": False, "head_dim_required": False},
-    "gemma": {"norm": "rms_gemma", "norms_per_layer": 2, "mlp": "gated_gelu_tanh", "tie": True,
-              "head_dim_required": True},
-    "gemma2": {"norm": "rms_gemma", "norms_per_layer": 4, "mlp": "gated_gelu_tanh", "tie": True,
-               "head_dim_required": True},
-}
 
 
 @dataclass(frozen=True)
@@ -82,6 +70,33 @@ class ModelSpec:
     final_logit_softcapping: float | None = None
     sliding_window: int | None = None
     name: str = ""
+    # One ``LayerSpec`` per decoder layer (built from the fields above when not given).
+    layers: tuple[LayerSpec, ...] = ()
+    # Parameters loaded with the model but outside the planned text tower (a vision tower): frozen weights.
+    extra_frozen_parameters: int = 0
+    notes: tuple[str, ...] = ()
+    # The config.json (the text tower's, for a multimodal model) the spec was read from.
+    config: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self):
+        if not self.layers:
+            attention = AttentionSpec("gqa", self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim,
+                                      q_bias=self.qkv_bias, kv_bias=self.qkv_bias, o_bias=self.o_bias,
+                                      sliding_window=self.sliding_window)
+            norms = GEMMA_NORMS if self.norms_per_layer == 4 else GEMMA_NORMS[:self.norms_per_layer]
+            layer = LayerSpec(attention, MlpSpec("dense", self.intermediate_size, bias=self.mlp_bias), norms)
+            object.__setattr__(self, "layers", (layer,) * self.num_layers)
+
+    def layer_kinds(self) -> tuple[tuple[LayerSpec, int], ...]:
+        """The distinct layer kinds and how many layers of each, in the order they first appear."""
+        counts: dict[LayerSpec, int] = {}
+        for layer in self.layers:
+            counts[layer] = counts.get(layer, 0) + 1
+        return tuple(counts.items())
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.mlp.is_moe for layer in self.layers)
 
     @property
     def q_dim(self) -> int:
@@ -96,16 +111,21 @@ class ModelSpec:
         return self.name or f"{self.family} ({self.num_layers} layers, hidden {self.hidden_size})"
 
     def linear_shapes(self) -> tuple[LinearShape, ...]:
-        h, i = self.hidden_size, self.intermediate_size
-        return (
-            LinearShape("q_proj", h, self.q_dim, self.qkv_bias),
-            LinearShape("k_proj", h, self.kv_dim, self.qkv_bias),
-            LinearShape("v_proj", h, self.kv_dim, self.qkv_bias),
-            LinearShape("o_proj", self.q_dim, h, self.o_bias),
-            LinearShape("gate_proj", h, i, self.mlp_bias),
-            LinearShape("up_proj", h, i, self.mlp_bias),
-            LinearShape("down_proj", i, h, self.mlp_bias),
-        )
+        """Each distinct linear module of the decoder layers, by the name LoRA targets use (the widest shape
+        where layers differ, e.g. a dense MLP among MoE layers), in the order the layers hold them."""
+        found: dict[str, LinearShape] = {}
+        for layer, _count in self.layer_kinds():
+            for tensor in layer_tensors(layer, self.hidden_size):
+                if tensor.group not in {"attention", "mlp"} or len(tensor.shape) != 2:
+                    continue
+                shape = LinearShape(tensor.module, tensor.shape[1], tensor.shape[0], False)
+                old = found.get(tensor.module)
+                if old is None or shape.in_features * shape.out_features > old.in_features * old.out_features:
+                    found[tensor.module] = shape
+        return tuple(found.values())
+
+    def linear_names(self) -> tuple[str, ...]:
+        return tuple(shape.name for shape in self.linear_shapes())
 
     def linear(self, name: str) -> LinearShape:
         for shape in self.linear_shapes():
@@ -113,7 +133,7 @@ class ModelSpec:
                 return shape
         raise PlannerInputError("lora_targets", gettext_noop("“%(name)s” is not a linear layer of %(model)s; its "
                                                              "linear layers are %(layers)s."),
-                                name=name, model=self.label, layers=", ".join(LINEAR_MODULES))
+                                name=name, model=self.label, layers=", ".join(self.linear_names()))
 
 
 def _int(config: Mapping[str, Any], key: str, *, default: int | None = None, required: bool = True) -> int | None:
@@ -154,8 +174,16 @@ def _float_or_none(config: Mapping[str, Any], key: str) -> float | None:
     return float(value)
 
 
+SUPPORTED_FAMILIES: tuple[str, ...] = tuple(FAMILIES) + tuple(TEXT_TOWERS)
+
+
 def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
-    """Reads a Hugging Face ``config.json`` (already parsed) into a ``ModelSpec``."""
+    """Reads a Hugging Face ``config.json`` (already parsed) into a ``ModelSpec``.
+
+    The families of ``architectures.FAMILIES`` are read by name; a multimodal wrapper of
+    ``TEXT_TOWERS`` is planned for its text tower (its vision tower counted as frozen weights
+    where ``vision_towers`` knows it). Anything else is refused here with the reason; with the
+    ``ml`` extra installed, ``model_tree.spec_from_any_config`` tries the module tree instead."""
     if not isinstance(config, Mapping):
         raise PlannerInputError("config", gettext_noop("a model config must be a JSON object, not %(kind)s."),
                                 kind=type(config).__name__)
@@ -165,19 +193,40 @@ def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
                                                                   "architecture is unknown; supported: "
                                                                   "%(supported)s."),
                                 supported=", ".join(SUPPORTED_FAMILIES))
-    if not isinstance(family, str) or family not in _FAMILY:
+    name = name or str(config.get("_name_or_path") or "")
+    if isinstance(family, str) and family in TEXT_TOWERS:
+        return _text_tower(config, family, name)
+    if not isinstance(family, str) or family not in FAMILIES:
         raise PlannerInputError("config.model_type", gettext_noop("the architecture “%(family)s” is not "
                                                                   "supported; supported: %(supported)s."),
                                 family=family, supported=", ".join(SUPPORTED_FAMILIES))
-    traits = _FAMILY[family]
+    return _read(config, family, name)
+
+
+def _text_tower(config: Mapping[str, Any], family: str, name: str) -> ModelSpec:
+    from .vision_towers import vision_parameters
+
+    text = config.get("text_config")
+    if text is None:  # older Qwen2-VL style configs keep the text fields at the top level
+        text = {k: v for k, v in config.items() if k not in {"vision_config", "model_type"}}
+    if not isinstance(text, Mapping):
+        raise PlannerInputError("config.text_config", gettext_noop("“text_config” must be a JSON object."))
+    text = dict(text)
+    text["model_type"] = TEXT_TOWERS[family]
+    vision, note = vision_parameters(family, config)
+    spec = _read(text, TEXT_TOWERS[family], name)
+    return dataclasses.replace(spec, extra_frozen_parameters=vision, notes=spec.notes + (note,))
+
+
+def _common(config: Mapping[str, Any], traits) -> tuple[Common, int, int, int]:
     hidden = _int(config, "hidden_size")
     heads = _int(config, "num_attention_heads")
     kv_heads = _int(config, "num_key_value_heads", default=heads)
     vocab = _int(config, "vocab_size")
     layers = _int(config, "num_hidden_layers")
-    intermediate = _int(config, "intermediate_size")
+    intermediate = _int(config, "intermediate_size", required=traits.needs_intermediate)
     max_positions = _int(config, "max_position_embeddings")
-    if traits["head_dim_required"]:
+    if traits.head_dim_required:
         head_dim = _int(config, "head_dim")
     else:
         head_dim = _int(config, "head_dim", required=False)
@@ -192,28 +241,35 @@ def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
         raise PlannerInputError("config.num_key_value_heads",
                                 gettext_noop("%(kv_heads)s key/value heads must divide the %(heads)s attention "
                                              "heads."), kv_heads=kv_heads, heads=heads)
+    return Common(hidden, heads, kv_heads, head_dim, layers, intermediate), vocab, max_positions, head_dim
 
-    attention_bias = _bool(config, "attention_bias", False)
-    if family == "qwen2":
-        qkv_bias, o_bias = True, False  # Qwen2 always has q/k/v biases and none on o_proj
-    else:
-        qkv_bias = o_bias = attention_bias
-    mlp_bias = _bool(config, "mlp_bias", False) if family == "llama" else False
 
-    attn_cap = _float_or_none(config, "attn_logit_softcapping") if family == "gemma2" else None
-    final_cap = _float_or_none(config, "final_logit_softcapping") if family == "gemma2" else None
-    window = _int(config, "sliding_window", required=False) if family in {"mistral", "gemma2"} else None
+def _read(config: Mapping[str, Any], family: str, name: str) -> ModelSpec:
+    traits, reader = FAMILIES[family]
+    common, vocab, max_positions, head_dim = _common(config, traits)
+    layers = tuple(reader(config, common))
+    first = layers[0]
+    gemma2 = family == "gemma2"
+    attn_cap = _float_or_none(config, "attn_logit_softcapping") if gemma2 else None
+    final_cap = _float_or_none(config, "final_logit_softcapping") if family in {"gemma2", "gemma3_text"} else None
+    windows = [layer.attention.sliding_window for layer in layers if layer.attention.sliding_window]
+    dense = next((layer.mlp for layer in layers if not layer.mlp.is_moe), first.mlp)
+    notes: tuple[str, ...] = ()
+    if family == "gpt_oss":
+        notes = ("gpt-oss is published with MXFP4 expert weights; the plan assumes they are loaded in bf16 for "
+                 "training (transformers dequantises them unless a kernel keeps them in MXFP4).",)
     return ModelSpec(
-        family=family, vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads,
-        num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=intermediate,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=_bool(config, "tie_word_embeddings", traits["tie"]),
-        norm_kind=traits["norm"], norms_per_layer=traits["norms_per_layer"], mlp_kind=traits["mlp"],
-        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        family=family, vocab_size=vocab, hidden_size=common.hidden, num_layers=common.layers,
+        num_heads=common.heads, num_kv_heads=first.attention.num_kv_heads, head_dim=head_dim,
+        intermediate_size=dense.intermediate_size, max_position_embeddings=max_positions,
+        tie_word_embeddings=_bool(config, "tie_word_embeddings", traits.tie),
+        norm_kind=traits.norm, norms_per_layer=first.norms, mlp_kind=traits.mlp_act,
+        qkv_bias=first.attention.q_bias, o_bias=first.attention.o_bias, mlp_bias=dense.bias,
         # transformers runs Gemma 2 with soft-capping in eager attention (SDPA cannot soft-cap).
         attention="eager" if attn_cap is not None else "sdpa",
-        attn_logit_softcapping=attn_cap, final_logit_softcapping=final_cap, sliding_window=window,
-        name=name or str(config.get("_name_or_path") or ""),
+        attn_logit_softcapping=attn_cap, final_logit_softcapping=final_cap,
+        sliding_window=min(windows) if windows else None, name=name, layers=layers, notes=notes,
+        config=dict(config),
     )
 
 

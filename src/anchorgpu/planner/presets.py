@@ -18,6 +18,7 @@ from anchorgpu.messages import gettext_noop
 
 from .errors import PlannerInputError
 from .model_spec import ModelSpec, model_spec_from_config
+from .presets_today import TODAY
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ _PRESETS = (
         "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 256,
         "vocab_size": 512}),
 )
+
+_PRESETS += tuple(Preset(key, repo, config) for key, repo, config in TODAY)
 
 PRESETS: Mapping[str, Preset] = MappingProxyType({p.key: p for p in _PRESETS})
 

@@ -1,0 +1,121 @@
+"""The model's own module tree, on the meta device: what the planner's reading of a config is held to.
+
+Needs torch and transformers (the ``ml`` extra). ``tree_tensors`` builds the
+causal LM of a ``config.json`` on ``torch.device("meta")`` (no weights, no
+hub) and lists every parameter by name and shape; ``compare`` sets it against
+the planner's ``ModelSpec`` tensor for tensor; ``spec_from_any_config`` reads a
+family the planner does not know by name through the standard config fields
+and accepts the reading only when the module tree agrees to the tensor,
+otherwise refusing with the parameters it could not account for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from anchorgpu.messages import gettext_noop
+
+from .architectures import FAMILIES, TEXT_TOWERS
+from .errors import PlannerInputError
+from .layer_spec import layer_tensors
+from .model_spec import ModelSpec, model_spec_from_config
+
+_LAYER = re.compile(r"^(?:model\.)?(?:language_model\.)?layers\.(\d+)\.(.+)$")
+
+
+def build_config(config: Mapping[str, Any]):
+    """transformers' config object for ``config`` (its ``model_type`` picks the class)."""
+    from transformers import AutoConfig
+
+    data = dict(config)
+    family = data.pop("model_type", None)
+    try:
+        return AutoConfig.for_model(family, **data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PlannerInputError("config.model_type", gettext_noop("transformers cannot build a config of type "
+                                                                  "“%(family)s”: %(reason)s"),
+                                family=family, reason=str(exc).splitlines()[0][:200]) from None
+
+
+def tree_tensors(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Every parameter of the causal LM built from ``config`` on the meta device: name -> shape."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    built = build_config(config)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(built)
+    except (ValueError, KeyError, TypeError, AssertionError, AttributeError, RuntimeError) as exc:
+        raise PlannerInputError("config", gettext_noop("transformers cannot build a causal language model from "
+                                                       "this config: %(reason)s"),
+                                reason=str(exc).splitlines()[0][:200]) from None
+    return {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=True)}
+
+
+def spec_tensors(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """The planner's tensors of ``spec``, named as transformers names them (text model only)."""
+    out = {"model.embed_tokens.weight": (spec.vocab_size, spec.hidden_size), "model.norm.weight": (spec.hidden_size,)}
+    for index, layer in enumerate(spec.layers):
+        for t in layer_tensors(layer, spec.hidden_size):
+            out[f"model.layers.{index}.{t.name}"] = t.shape
+    if not spec.tie_word_embeddings:
+        out["lm_head.weight"] = (spec.vocab_size, spec.hidden_size)
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    missing: tuple[str, ...]  # in the tree, not in the spec
+    extra: tuple[str, ...]  # in the spec, not in the tree
+    mismatched: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]  # (name, spec shape, tree shape)
+
+    @property
+    def agrees(self) -> bool:
+        return not (self.missing or self.extra or self.mismatched)
+
+
+def compare(spec: ModelSpec, tree: Mapping[str, tuple[int, ...]]) -> Comparison:
+    mine = spec_tensors(spec)
+    return Comparison(missing=tuple(sorted(set(tree) - set(mine))), extra=tuple(sorted(set(mine) - set(tree))),
+                      mismatched=tuple((n, mine[n], tree[n]) for n in sorted(set(mine) & set(tree))
+                                       if tuple(mine[n]) != tuple(tree[n])))
+
+
+# The readers a family the planner does not name may share: tried in this order.
+_GENERIC_READERS = ("llama", "qwen3", "mistral", "qwen2", "gemma3_text", "olmo2", "qwen3_moe", "mixtral",
+                    "deepseek_v3", "phi3")
+
+
+def spec_from_any_config(config: Mapping[str, Any], *, name: str = "") -> ModelSpec:
+    """A ``ModelSpec`` for any decoder-only causal LM transformers builds from ``config``.
+
+    Families the planner names are read directly. Another family is read with each known layout in turn
+    (its standard field names); the first reading whose tensors equal the module tree's, name for name and
+    shape for shape, is used, with a note saying so. If none agrees, the config is refused with the
+    parameters no reading accounts for: a model is never planned on a guess."""
+    family = config.get("model_type") if isinstance(config, Mapping) else None
+    if not isinstance(family, str) or family in FAMILIES or family in TEXT_TOWERS:
+        return model_spec_from_config(config, name=name)
+    tree = tree_tensors(config)
+    closest = None
+    for reader in _GENERIC_READERS:
+        try:
+            spec = model_spec_from_config({**config, "model_type": reader}, name=name)
+        except PlannerInputError:
+            continue
+        result = compare(spec, tree)
+        if result.agrees:
+            note = (f"“{family}” is read with the {reader} layout: every one of its parameter tensors matches the "
+                    "model transformers builds from the config.")
+            return replace(spec, family=family, notes=spec.notes + (note,), config=dict(config))
+        score = len(result.missing) + len(result.extra) + len(result.mismatched)
+        if closest is None or score < closest[0]:
+            closest = (score, reader, result)
+    unknown = sorted({re.sub(r"\.\d+\.", ".N.", n) for n in (closest[2].missing if closest else tree)})[:6]
+    raise PlannerInputError("config.model_type", gettext_noop("the architecture “%(family)s” cannot be planned: "
+                                                              "transformers builds it, but no layout the planner "
+                                                              "knows accounts for its parameters (%(unknown)s)."),
+                            family=family, unknown=", ".join(unknown) or "?")
