@@ -105,6 +105,7 @@ def test_no_page_pans_sideways_and_prices_and_order_buttons_stay_in_view(shop_wa
             for name in WALK:
                 page.goto(shop_walk.url + shop_walk.pages(lang)[name])
                 expect(page.locator(f"html[lang={lang}] main h1").first).to_be_visible()
+                page.evaluate("document.querySelectorAll('details.advanced').forEach(d => { d.open = true; })")
                 found = page.evaluate(MEASURE, [list(m) for m in MUST_SHOW.get(name, [])])
                 where = f"{lang} {name} at {width} px"
                 print(f"{where}: document {found['scroll']} px wide in {found['client']} px")

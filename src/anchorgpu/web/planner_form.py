@@ -7,6 +7,7 @@ import json
 from django import forms
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from anchorgpu.formats.display import moment, number
 from anchorgpu.orders.models import PURPOSE_CHOICES
@@ -17,11 +18,31 @@ MAX_CONFIG = 20_000
 METHOD_CHOICES = [("full", _("Full fine-tuning")), ("lora", _("LoRA adapters")),
                   ("qlora", _("QLoRA (LoRA on a 4-bit base)"))]
 OPTIMIZER_CHOICES = [("adamw", "AdamW"), ("adamw8bit", _("AdamW 8-bit")), ("sgd", "SGD"),
-                     ("sgd_momentum", _("SGD with momentum")), ("adafactor", "Adafactor")]
+                     ("sgd_momentum", _("SGD with momentum")), ("adafactor", "Adafactor"),
+                     ("paged_adamw", _("Paged AdamW (bitsandbytes)")),
+                     ("paged_adamw8bit", _("Paged AdamW 8-bit (bitsandbytes)"))]
 PRECISION_CHOICES = [("bf16_mixed", _("bf16 mixed (fp32 master weights)")), ("bf16", _("pure bf16")),
                      ("fp32", "fp32")]
 PARALLEL_CHOICES = [("single", _("One card")), ("ddp", _("DDP (a full copy per card)")),
-                    ("fsdp", _("FSDP (full shard)"))]
+                    ("fsdp", _("FSDP (full shard)")),
+                    ("zero2", _("DeepSpeed ZeRO-2 (gradients and optimizer state sharded)")),
+                    ("zero3", _("DeepSpeed ZeRO-3 (everything sharded)"))]
+ATTENTION_CHOICES = [("auto", _("Automatic (what transformers picks)")), ("sdpa", "SDPA"), ("eager", "eager"),
+                     ("flash_attention_2", "FlashAttention 2"), ("flash_attention_3", "FlashAttention 3")]
+CROSS_ENTROPY_CHOICES = [("standard", _("Standard")), ("chunked", _("Chunked")),
+                         ("fused_linear", _("Fused linear (Liger)"))]
+OFFLOAD_CHOICES = [("none", _("Nothing: all on the card")), ("optimizer", _("Optimizer state")),
+                   ("optimizer_and_params", _("Optimizer state and weights"))]
+ADAPTER_DTYPE_CHOICES = [("fp32", "fp32"), ("bf16", "bf16")]
+ON_OFF_CHOICES = [("true", pgettext_lazy("a setting", "On")), ("false", pgettext_lazy("a setting", "Off"))]
+
+# The fields of the "Advanced settings" part, named as the setup's JSON fields. Each reaches the setup only
+# when it says something else than the setup's default, so a link made before they existed plans as it did.
+ADVANCED = ("grad_accumulation", "lora_targets", "lora_dropout", "adapter_dtype", "attention", "packed",
+            "cross_entropy", "activation_offload", "offload", "quantize_lm_head", "double_quant")
+ADVANCED_DEFAULTS = {"grad_accumulation": 1, "lora_targets": "", "lora_dropout": 0.0, "adapter_dtype": "fp32",
+                     "attention": "auto", "packed": False, "cross_entropy": "standard", "activation_offload": False,
+                     "offload": "none", "quantize_lm_head": False, "double_quant": True}
 
 
 class PlannerForm(forms.Form):
@@ -38,7 +59,47 @@ class PlannerForm(forms.Form):
     micro_batch = forms.IntegerField(label=_("Micro-batch"), min_value=1, max_value=4096, initial=1)
     grad_checkpointing = forms.BooleanField(label=_("Gradient checkpointing"), required=False)
     parallel = forms.ChoiceField(label=_("Parallelism"), choices=PARALLEL_CHOICES, initial="single")
-    gpus = forms.IntegerField(label=_("Cards (for DDP or FSDP)"), min_value=1, max_value=64, initial=1)
+    gpus = forms.IntegerField(label=_("Cards (for DDP, FSDP or ZeRO)"), min_value=1, max_value=64, initial=1)
+    # Advanced settings: all optional, each with its effect on memory in one line.
+    grad_accumulation = forms.IntegerField(
+        label=_("Gradient accumulation (micro-batches per step)"), min_value=1, max_value=4096, required=False,
+        initial=1, help_text=_("Gradients stay in memory across the micro-batches; with FSDP they stay unsharded."),
+        error_messages={"min_value": _("Gradient accumulation counts micro-batches per optimizer step: 1 or more.")})
+    lora_targets = forms.CharField(
+        label=_("LoRA targets"), required=False, max_length=300,
+        widget=forms.TextInput(attrs={"placeholder": "attention", "spellcheck": "false"}),
+        help_text=_("attention, mlp, all-linear or module names (q_proj, v_proj); also lm_head, embed_tokens, "
+                    "and experts on a mixture of experts. Each target adds its adapters and their optimizer state."))
+    lora_dropout = forms.FloatField(
+        label=_("LoRA dropout"), min_value=0, max_value=0.99, required=False, initial=0,
+        help_text=_("Above 0, each adapter keeps a dropped copy of its input for the backward pass."))
+    adapter_dtype = forms.ChoiceField(
+        label=_("Adapter dtype"), choices=ADAPTER_DTYPE_CHOICES, required=False, initial="fp32",
+        help_text=_("bf16 adapters take half the memory of fp32 ones, with their gradients and optimizer state."))
+    attention = forms.ChoiceField(
+        label=_("Attention implementation"), choices=ATTENTION_CHOICES, required=False, initial="auto",
+        help_text=_("Eager attention keeps a score matrix that grows with the square of the sequence; "
+                    "the others do not."))
+    packed = forms.BooleanField(
+        label=_("Packed sequences (no padding)"), required=False,
+        help_text=_("Several sequences share a row without padding; attention stays within each."))
+    cross_entropy = forms.ChoiceField(
+        label=_("Cross-entropy"), choices=CROSS_ENTROPY_CHOICES, required=False, initial="standard",
+        help_text=_("Chunked or fused, the loss never holds the logits of the whole batch at once."))
+    activation_offload = forms.BooleanField(
+        label=_("Offload activations to host memory"), required=False,
+        help_text=_("Saved activations wait in host memory until the backward pass needs them."))
+    offload = forms.ChoiceField(
+        label=_("CPU offload"), choices=OFFLOAD_CHOICES, required=False, initial="none",
+        help_text=_("What waits in host memory instead of on the card (FSDP CPU offload, ZeRO-Offload)."))
+    quantize_lm_head = forms.BooleanField(
+        label=_("QLoRA: 4-bit output head"), required=False,
+        help_text=_("Quantises lm_head too; by default it stays in bf16."))
+    double_quant = forms.TypedChoiceField(
+        label=_("QLoRA: double quantisation"), choices=ON_OFF_CHOICES, required=False, initial="true",
+        coerce=lambda value: value == "true", empty_value=None,
+        help_text=_("Quantises the 4-bit weights' scales too, saving about 0.4 bits per weight."))
+
     headroom = forms.IntegerField(label=_("Headroom to keep free (%)"), min_value=0, max_value=90, initial=10)
     term = forms.TypedChoiceField(label=_("Term for the cheapest option"), coerce=int, initial=7,
                                   choices=[(3, _("3 days")), (7, _("7 days")), (30, _("30 days"))])
@@ -95,4 +156,19 @@ class PlannerForm(forms.Form):
         return {"method": data["method"], "lora_rank": data["lora_rank"], "optimizer": data["optimizer"],
                 "precision": data["precision"], "seq_len": data["seq_len"], "micro_batch": data["micro_batch"],
                 "grad_checkpointing": data["grad_checkpointing"], "parallel": data["parallel"],
-                "gpus": data["gpus"] if data["parallel"] != "single" else 1}
+                "gpus": data["gpus"] if data["parallel"] != "single" else 1, **self.advanced_fields()}
+
+    def advanced_fields(self) -> dict:
+        """The advanced settings the customer changed (left empty or at its default, a field is left out)."""
+        data = self.cleaned_data
+        given = {name: data.get(name) for name in ADVANCED}
+        return {name: value for name, value in given.items()
+                if value not in (None, "") and value != ADVANCED_DEFAULTS[name]}
+
+    def advanced_open(self) -> bool:
+        """Whether the advanced part opens by itself: one of its fields is at fault or was changed."""
+        if not self.is_bound:
+            return False
+        if any(name in self.errors for name in ADVANCED):
+            return True
+        return self.is_valid() and bool(self.advanced_fields())
