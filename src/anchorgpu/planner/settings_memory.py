@@ -180,7 +180,13 @@ def settings_notes(setup: TrainingSetup, attention: str) -> list[str]:
         notes.append("QLoRA (bitsandbytes): MatMul4Bit keeps only the packed weight for the backward and "
                      "dequantises the whole weight to bf16 for the forward and again for the input's gradient; "
                      + ("the lm_head in 4 bits too." if setup.quantize_lm_head else
-                        "the lm_head stays in bf16 (transformers skips it: llm_int8_skip_modules).")
+                        "the lm_head is not quantised (transformers skips it: llm_int8_skip_modules).")
                      + (" Without double quantisation the absmax of each block of 64 is fp32."
                         if not setup.double_quant else ""))
+        if setup.prepare_kbit_training:
+            notes.append("peft's prepare_model_for_kbit_training casts every weight not in 4 bits (embeddings, "
+                         "head, norms) to fp32: this note overrides the bf16 above. The residual stream and the "
+                         "norms' outputs are then fp32, bitsandbytes' Linear4bit returns its input's dtype (so "
+                         "the MLP's outputs are fp32), each adapter keeps an autocast bf16 copy of its input, and "
+                         "autocast's bf16 copy of the fp32 head is kept for the head's backward.")
     return notes

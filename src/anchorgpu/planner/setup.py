@@ -79,6 +79,9 @@ class TrainingSetup:
     ``optimizer_and_params`` (FSDP2's CPUOffloadPolicy, ZeRO-3's offload_param).
     ``lora_dropout``: peft's dropout on each adapter's input. ``quantize_lm_head``
     and ``double_quant``: QLoRA only (bitsandbytes 4-bit head; quantised absmax).
+    ``prepare_kbit_training``: QLoRA only, peft's ``prepare_model_for_kbit_training``
+    as most single-GPU QLoRA scripts call it: every weight not in 4 bits (embeddings,
+    head, norms) cast to fp32, trained under autocast (bf16_mixed).
     """
 
     method: str = "full"
@@ -102,6 +105,7 @@ class TrainingSetup:
     lora_dropout: float = 0.0
     quantize_lm_head: bool = False
     double_quant: bool = True
+    prepare_kbit_training: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", _targets(self.lora_targets))
@@ -164,7 +168,7 @@ class TrainingSetup:
         _choice("attention", self.attention, ATTENTION)
         _choice("cross_entropy", self.cross_entropy, CROSS_ENTROPY)
         _choice("offload", self.offload, OFFLOAD)
-        for name in ("packed", "activation_offload", "quantize_lm_head", "double_quant"):
+        for name in ("packed", "activation_offload", "quantize_lm_head", "double_quant", "prepare_kbit_training"):
             if not isinstance(getattr(self, name), bool):
                 raise PlannerInputError(name, _ON_OFF[name])
         attention = self.attention_for(spec)
@@ -205,6 +209,10 @@ class TrainingSetup:
         if self.double_quant is False:
             raise PlannerInputError("double_quant", gettext_noop("double quantisation is a QLoRA setting; choose "
                                                                  "method qlora or leave it on."))
+        if self.prepare_kbit_training is True:
+            raise PlannerInputError("prepare_kbit_training", gettext_noop("peft's k-bit preparation is for a "
+                                                                          "quantised base; choose method qlora or "
+                                                                          "leave it off."))
 
     def _validate_lora(self, spec: ModelSpec) -> None:
         _whole("lora_rank", self.lora_rank)
@@ -219,6 +227,11 @@ class TrainingSetup:
                                                                  "(not including) 1, not %(value)s."),
                                     value=repr(dropout))
         self._refuse_qlora_only()
+        if self.prepare_kbit_training is True and self.precision != "bf16_mixed":
+            raise PlannerInputError("prepare_kbit_training", gettext_noop("peft's k-bit preparation casts the "
+                                                                          "weights not in 4 bits to fp32 and is "
+                                                                          "trained under autocast: choose "
+                                                                          "bf16_mixed."))
         if self.method == "qlora" and self.precision == "fp32":
             raise PlannerInputError("precision", gettext_noop("QLoRA computes in bf16 on its 4-bit base weights; "
                                                               "choose bf16_mixed or bf16."))
@@ -259,6 +272,7 @@ _ON_OFF = {
     "activation_offload": gettext_noop("activation offloading is on or off (true or false)."),
     "quantize_lm_head": gettext_noop("a 4-bit lm_head is on or off (true or false)."),
     "double_quant": gettext_noop("double quantisation is on or off (true or false)."),
+    "prepare_kbit_training": gettext_noop("peft's k-bit preparation is on or off (true or false)."),
 }
 
 
