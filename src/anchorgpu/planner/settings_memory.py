@@ -15,10 +15,19 @@ Sources (read at these commits):
 * Liger-Kernel linkedin/Liger-Kernel@ead96b6 ``src/liger_kernel/ops/fused_linear_cross_entropy.py``:
   chunk_size = next_power_of_2(ceil(BT / ceil(V / H))); grad_input [BT, H] (and, for a trainable head,
   grad_weight [V, H]) made in the forward and kept for the backward; one [chunk, V] logits block at a time.
+* torchtune pytorch/torchtune@bd2a0fc ``torchtune/training/_activation_offloading.py``: OffloadActivations
+  (use_streams, max_fwd_stash_size 5, min_offload_size 1024 bytes; the output head is not offloaded);
+  ``torchtune/modules/loss/ce_chunked_output_loss.py``: 8 chunks, each ``logits.float()`` then cross-entropy.
+* torch 2.13 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``: without gradient sync FSDP2 keeps
+  ``unsharded_accumulated_grad`` in the reduce dtype for every parameter.
 * bitsandbytes bitsandbytes-foundation/bitsandbytes@95f9af3: NF4 codes 4 bits, absmax per block of 64
   (fp32, or uint8 with an fp32 second level per 256 with double quantisation); MatMul4Bit saves only the
   packed weight and dequantises the whole weight for the forward and again for the input's gradient
-  (training batches are past the fused kernels' row limit since 0.50, before that always).
+  (training batches are past the fused kernels' row limit since 0.50, before that always);
+  ``optim/optimizer.py`` get_state_buffer pages only tensors of 1e5 elements or more.
+* peft huggingface/peft@5d602fd ``src/peft/tuners/lora/layer.py``: nn.Dropout when lora_dropout > 0 (else
+  nn.Identity) on each target's input; Embedding adapters take no dropout; ``src/peft/utils/other.py``
+  prepare_model_for_kbit_training casts every fp16/bf16 parameter that is not Params4bit to fp32.
 """
 
 from __future__ import annotations
@@ -153,8 +162,10 @@ def settings_notes(setup: TrainingSetup, attention: str) -> list[str]:
                      "gradient of the head's input (and of a trainable head's weight) is computed in the forward "
                      "and kept until the backward.")
     if setup.activation_offload:
-        notes.append(f"Activation offloading (torchtune/torchao OffloadActivations): saved tensors go to pinned "
-                     f"host memory; {IN_FLIGHT_LAYERS} layers' worth is assumed to stay on the device in flight.")
+        notes.append(f"Activation offloading (torchtune's OffloadActivations): saved tensors of 1 KiB or more go "
+                     "to pinned host memory (up to 5 stay in the forward stash, the output head's are never "
+                     f"offloaded); {IN_FLIGHT_LAYERS} layers' worth is assumed on the device in flight (the layer "
+                     "whose backward runs and the one being brought back): an assumption, to be measured.")
     if setup.offload == "optimizer":
         notes.append("Optimizer offload: optimizer state (and under ZeRO the fp32 masters and the gradient "
                      "partition) are in host memory and the step runs on the CPU.")
