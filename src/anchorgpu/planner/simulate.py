@@ -2,8 +2,10 @@
 
 ``simulate(spec, setup)`` builds the transformers model of ``spec`` on the
 meta device (with peft LoRA and gradient checkpointing as the setup asks),
-then, under ``FakeTensorMode``, gives it parameters, runs one unmeasured
-step (the optimizer creates its state) and one measured step: forward on
+then, under ``FakeTensorMode``, gives it parameters, creates the
+optimizer's state (one optimizer step on zero gradients; under DDP and
+FSDP a whole unmeasured step, which also builds their buckets and
+buffers) and runs one measured step: forward on
 random token ids ``[micro_batch, seq_len]`` with the same ids as labels, the
 model's own loss, backward, the foreach optimizer's step and
 ``zero_grad(set_to_none=True)``. ``StorageTracker`` counts the live storage
@@ -12,6 +14,13 @@ GPU would run; no memory is allocated, so a 70B step runs on a laptop.
 
 ``measure_step(..., fake=False)`` runs the same step on real CPU tensors
 with the same tracker: the tests hold the two to the byte.
+
+The model is built from the config it was read from (``hf_build.hf_config``).
+A deep model is not simulated whole: ``simulate`` (``layers="auto"``)
+simulates a few layers of each kind with the ends and extrapolates, exactly
+(``layer_sample.py``); ``layers="whole"`` simulates every layer, and the
+result says which was done. MoE layers run transformers' grouped expert
+products with a balanced routing under fake tensors (``moe_routing.py``).
 
 These are live tensor bytes. What a GPU adds (CUDA context, workspaces,
 allocator fragmentation, NCCL buffers) is the analytic engine's
@@ -37,6 +46,7 @@ demand, so the rest of the planner stays pure Python.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -45,9 +55,10 @@ import torch
 
 from .analytic import Breakdown, Reserve
 from .errors import PlannerInputError
-from .hf_build import build_meta_model
+from .hf_build import auto_config, build_meta_model, hf_config
 from .measured import Measurement, MeasuredSteps, measured_setup, to_breakdown
 from .model_spec import ModelSpec
+from .moe_routing import balanced_routing, experts_modules, grouped_products_on_fake_tensors, imbalance_allowance
 from .progress import Progress
 from .setup import TrainingSetup
 from .tracker import StorageTracker
@@ -55,10 +66,14 @@ from .tracker import StorageTracker
 DEFAULT_RESERVE = Reserve()
 
 
+LAYER_MODES = ("auto", "sampled", "whole")
+
+
 @dataclass(frozen=True)
 class Simulation:
     breakdown: Breakdown
     measurement: Measurement
+    layers: str = "whole"  # how the layers were simulated: "whole" (every layer) or "sampled" (layer_sample.py)
 
     @property
     def seconds(self) -> float:
@@ -66,17 +81,27 @@ class Simulation:
 
 
 def simulate(spec: ModelSpec, setup: TrainingSetup, *, device: str = "cpu", reserve: Reserve = DEFAULT_RESERVE,
-             progress: Callable[[Progress], None] | None = None) -> Simulation:
-    """Peak memory per device of one step of ``spec`` under ``setup``, from a simulated step."""
+             progress: Callable[[Progress], None] | None = None, layers: str = "auto") -> Simulation:
+    """Peak memory per device of one step of ``spec`` under ``setup``, from a simulated step.
+
+    ``layers``: ``"whole"`` simulates every layer; ``"sampled"`` a few layers of each kind, extrapolated
+    (``layer_sample.py``); ``"auto"`` (default) samples when that simulates fewer layers than the model has."""
     if device != "cpu":
         raise PlannerInputError("device", "the simulation runs on the CPU's operators (a CPU-only torch "
                                           f"cannot simulate “{device}”); use device='cpu'.")
-    measured = measure_step(spec, setup, fake=True, progress=progress)
-    return Simulation(breakdown=to_breakdown(measured, setup, reserve), measurement=measured)
+    measured = measure_step(spec, setup, fake=True, progress=progress, layers=layers)
+    return Simulation(breakdown=to_breakdown(measured, setup, reserve, spec), measurement=measured,
+                      layers=layers_used(measured))
+
+
+def layers_used(measured: Measurement) -> str:
+    """How a measurement's layers were simulated: "sampled" (extrapolated, its first note says from what) or
+    "whole"."""
+    return "sampled" if any(n.startswith("per-layer simulation") for n in measured.notes) else "whole"
 
 
 def simulate_steps(spec: ModelSpec, setup: TrainingSetup, card_counts=(1,), *,
-                   progress: Callable[[Progress], None] | None = None) -> MeasuredSteps:
+                   progress: Callable[[Progress], None] | None = None, layers: str = "auto") -> MeasuredSteps:
     """The measured steps that price ``setup`` on each of ``card_counts``: one single-device step serves one card
     and DDP on any number; FSDP needs one step per number of cards. Each distinct step is simulated once."""
     from .recommend import setup_for_cards
@@ -90,7 +115,7 @@ def simulate_steps(spec: ModelSpec, setup: TrainingSetup, card_counts=(1,), *,
     for number, ((parallel, gpus), step) in enumerate(sorted(needed.items()), start=1):
         cards = 1 if parallel == "single" else gpus
         say(Progress("step", number, len(needed), cards))
-        steps.add(measure_step(spec, step, fake=True,
+        steps.add(measure_step(spec, step, fake=True, layers=layers,
                                progress=lambda what, _n=number: say(what.within(_n, len(needed)))))
     return steps
 
@@ -124,7 +149,8 @@ def _unpacked_sequences():
 
 
 def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, seed: int = 0,
-                 progress: Callable[[Progress], None] | None = None, distributed: bool = False) -> Measurement:
+                 progress: Callable[[Progress], None] | None = None, distributed: bool = False,
+                 layers: str = "whole") -> Measurement:
     """Tracks the live bytes of one steady-state step, on fake tensors or on real CPU tensors.
 
     Without ``distributed``, a single-device or DDP setup measures the
@@ -140,28 +166,87 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
     step runs on it: wrapped in ``DistributedDataParallel`` (default options)
     for DDP, sharded with ``fully_shard`` for FSDP. This is the real
     reference the benchmark and the tests hold the fake FSDP step to.
+
+    ``layers`` (see ``simulate``): ``"whole"`` (default here: every layer), ``"sampled"`` or ``"auto"``.
     """
     setup.validate(spec)
+    if layers not in LAYER_MODES:
+        raise PlannerInputError("layers", f"layers is one of {', '.join(LAYER_MODES)}, not “{layers}”.")
     say = progress or (lambda _message: None)
     if distributed:
         _check_process_group(setup)
-        return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel=setup.parallel)
+        return _measure_layers(spec, setup, fake=fake, seed=seed, say=say, parallel=setup.parallel, layers=layers)
     if setup.parallel == "fsdp":
         if not fake:
             raise PlannerInputError("parallel", "a real FSDP step needs one process per card: initialise the "
                                                 "process group in each and pass distributed=True.")
         with _fake_process_group(setup.gpus):
-            return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel="fsdp")
-    return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel="single")
+            return _measure_layers(spec, setup, fake=fake, seed=seed, say=say, parallel="fsdp", layers=layers)
+    return _measure_layers(spec, setup, fake=fake, seed=seed, say=say, parallel="single", layers=layers)
+
+
+def _measure_layers(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int,
+                    say: Callable[[Progress], None], parallel: str, layers: str) -> Measurement:
+    """The whole model's step, measured whole or extrapolated from sampled models (``layer_sample.py``)."""
+    if layers == "whole":
+        return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel)
+    from . import layer_sample
+
+    started = time.perf_counter()
+    config = hf_config(spec)
+    full = auto_config(config)
+    try:
+        plan = layer_sample.plan_layers(_plain_meta_model(full))
+    except LookupError:
+        return _whole(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel,
+                      why="its layers are not at model.layers")
+    if layers == "auto" and plan.simulated_layers >= len(plan.sequence):
+        return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel)
+    results, notes = [], []
+    reduced_configs = [layer_sample.reduced_config(config, full, indices) for indices in plan.runs]
+    for indices, reduced in zip(plan.runs, reduced_configs):
+        if not plan.keeps_kinds(indices, _plain_meta_model(auto_config(reduced))):
+            return _whole(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel,
+                          why="a config cut to fewer layers does not keep its layers' kinds")
+    for reduced in reduced_configs:
+        detail: dict = {}
+        measured = _measure(spec, setup, fake=fake, seed=seed, parallel=parallel, config=reduced, detail=detail,
+                            say=say)
+        results.append((dict(measured.phases), detail["phase_totals"], measured.trainable_bytes))
+        notes = [n for n in measured.notes if not n.startswith("per-layer")]
+    phases, categories, trainable = layer_sample.extrapolate(plan, results)
+    phase = max(phases, key=phases.get)
+    order = [label for label, _v in results[0][0].items() if label in phases]
+    return Measurement(peak=phases[phase], categories=categories[phase], phase=phase,
+                       phases=tuple((label, phases[label]) for label in order),
+                       seconds=time.perf_counter() - started, fake=fake, trainable_bytes=trainable,
+                       parallel=parallel, gpus=setup.gpus if parallel != "single" else 1,
+                       notes=(plan.describe() + ".",) + tuple(notes))
+
+
+def _whole(spec: ModelSpec, setup: TrainingSetup, *, why: str, **kwargs) -> Measurement:
+    """The whole model's step, saying why the layers could not be sampled."""
+    measured = _measure(spec, setup, **kwargs)
+    return dataclasses.replace(measured, notes=measured.notes + (
+        f"Every layer simulated: the layers could not be sampled ({why}).",))
+
+
+def _plain_meta_model(hf_object) -> torch.nn.Module:
+    """The model of a config on the meta device, as transformers builds it (no LoRA): for its layers' kinds."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(hf_object)
 
 
 def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, say: Callable[[Progress], None],
-             parallel: str) -> Measurement:
+             parallel: str, config: dict | None = None, detail: dict | None = None) -> Measurement:
     started = time.perf_counter()
     fsdp = parallel == "fsdp"
     cards = setup.gpus if fsdp else 1
     say(Progress("build", cards=cards))
-    model = build_meta_model(spec, setup)
+    notes: list[str] = []
+    model = build_meta_model(spec, setup, config=config, notes=notes)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     torch.manual_seed(seed)
     tracker = StorageTracker()
@@ -170,9 +255,13 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
     if fsdp:
         say(Progress("shard", cards=cards))
         _shard(base, setup, tracker)
+    routing = contextlib.ExitStack()
     if fake:
         from torch._subclasses.fake_tensor import FakeTensorMode
         mode = FakeTensorMode(allow_non_fake_inputs=True)
+        if experts_modules(model):
+            routing.enter_context(balanced_routing(model))
+            routing.enter_context(grouped_products_on_fake_tensors())
     else:
         mode = contextlib.nullcontext()
     # bf16_mixed: autocast on one device or under DDP; under FSDP the mixed-precision policy casts instead.
@@ -183,7 +272,7 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
         tracker.tag([tensor], "activations", only_from="temporaries")
         return tensor
 
-    with _unpacked_sequences(), mode, tracker:
+    with routing, _unpacked_sequences(), mode, tracker:
         say(Progress("place", cards=cards))
         model.to_empty(device="cpu")
         if not fsdp:  # FSDP keeps tied parameters one object through to_empty (see _shard)
@@ -217,21 +306,36 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
             optimizer.zero_grad(set_to_none=True)
 
         say(Progress("warmup", cards=cards))
-        step()
+        if parallel == "single":
+            # The warm-up only has to leave the optimizer's state behind: one optimizer step on zero gradients
+            # creates it as a full step would (same tensors), at a fraction of the time. DDP and FSDP build
+            # their buckets and buffers in the first forward and backward, so they run a full step.
+            for param in trainable:
+                param.grad = torch.zeros_like(param)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            step()
         tracker.label = ""
         tracker.tag([list(state.values()) for state in optimizer.state.values()], "optimizer")
         if fsdp:
             _tag_fsdp_buffers(base, tracker)
         tracker.reset_peak()
-        tracker.phase_peaks.clear()
+        tracker.clear_phases()
         say(Progress("measure", cards=cards))
         step()
         tracker.check()
     seconds = time.perf_counter() - started
+    if detail is not None:
+        detail["phase_totals"] = {label: dict(totals) for label, (totals, _seq) in tracker.phase_totals.items()}
+    allowance = imbalance_allowance(model.config, setup.micro_batch * setup.seq_len,
+                                    4 if setup.precision == "fp32" else 2) if experts_modules(model) else None
+    if allowance is not None:
+        notes.append(allowance[1])
     return Measurement(peak=tracker.peak, categories=dict(tracker.peak_totals), phase=tracker.peak_label,
                        phases=tuple(tracker.phase_peaks.items()), seconds=seconds, fake=fake,
                        trainable_bytes=sum(_local(p).numel() * p.element_size() for p in trainable),
-                       parallel=parallel, gpus=setup.gpus if parallel != "single" else 1)
+                       parallel=parallel, gpus=setup.gpus if parallel != "single" else 1, notes=tuple(notes))
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:

@@ -64,6 +64,8 @@ class StorageTracker(TorchDispatchMode):
         self._seq = 0
         self._peak_seq = -1
         self.phase_peaks: dict[str, int] = {}  # label -> highest live bytes seen under it
+        # label -> [category totals at that label's peak, sequence number then] (kept as ``peak_totals``)
+        self.phase_totals: dict[str, list] = {}
         self._uncounted = 0
 
     def __enter__(self):
@@ -124,6 +126,7 @@ class StorageTracker(TorchDispatchMode):
             return
         if self.current > self.phase_peaks.get(self.label, 0):
             self.phase_peaks[self.label] = self.current
+            self.phase_totals[self.label] = [dict(self.totals), self._seq]
         if self.current > self.peak:
             self.peak = self.current
             self.peak_totals = dict(self.totals)
@@ -180,6 +183,11 @@ class StorageTracker(TorchDispatchMode):
             if seq <= self._peak_seq and old == first:
                 self.peak_totals[old] -= nbytes
                 self.peak_totals[category] += nbytes
+            if old == first:
+                for totals, phase_seq in self.phase_totals.values():
+                    if seq <= phase_seq:
+                        totals[old] -= nbytes
+                        totals[category] += nbytes
             entry[1] = category
 
     def category_of(self, tensor: torch.Tensor) -> str | None:
@@ -194,11 +202,18 @@ class StorageTracker(TorchDispatchMode):
         self.peak_label = self.label
         self._peak_seq = self._seq
 
+    def clear_phases(self) -> None:
+        """Forgets the peaks of each label (a new measurement starts)."""
+        self.phase_peaks.clear()
+        self.phase_totals.clear()
+
     def check(self) -> None:
         """The totals agree with the live storages (a self-test)."""
         assert self.current == sum(e[0] for e in self._live.values())
         assert sum(self.totals.values()) == self.current
         assert sum(self.peak_totals.values()) == self.peak
+        for label, (totals, _seq) in self.phase_totals.items():
+            assert sum(totals.values()) == self.phase_peaks[label], label
 
 
 _RESIZE_WATCHERS: list[StorageTracker] = []
