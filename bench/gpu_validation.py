@@ -5,8 +5,10 @@ hub) it runs a real warm-up step and a measured step on the GPU and prints, besi
 
 * ``torch.cuda.max_memory_allocated`` of the measured step (live tensors, as the allocator saw them)
   against the simulation's and the analytic engine's live peak (no reserve): like with like;
-* ``torch.cuda.max_memory_reserved`` and NVML's device-wide used memory against the analytic peak
-  with its reserve: how good the stated allowance (context, workspaces, fragmentation) is.
+* the planner's three named measures for the card's generation (``Breakdown.measures``):
+  ``allocated_peak_bytes`` against ``max_memory_allocated``, ``reserved_peak_bytes`` against
+  ``max_memory_reserved`` (the allocator model) and ``device_used_bytes`` against NVML's used memory
+  (the context and NCCL allowances).
 
 Then it runs the pilot kit on the same shape (LoRA and full) and prints the report's key figures.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import torch
 
 from anchorgpu.planner.analytic import estimate
+from anchorgpu.planner.device_memory import card_generation
 from anchorgpu.planner.hf_build import build_meta_model, to_hf_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.setup import TrainingSetup
@@ -95,8 +98,10 @@ def gpu_step(spec, setup: TrainingSetup) -> dict:
 def compare(preset: str, configs, cpu: bool) -> None:
     spec = preset_spec(preset)
     print(f"{spec.label}: {'CPU smoke (tracker peak of a real CPU step)' if cpu else torch.cuda.get_device_name(0)}")
-    print("| config | allocated | sim live (err) | analytic live (err) | reserved | device used | analytic+reserve |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    card = None if cpu else card_generation(torch.cuda.get_device_name(0))
+    print("| config | allocated | sim live (err) | analytic live (err) | our allocated (err) | reserved | "
+          "our reserved (err) | device used | our device used (err) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, setup in configs:
         started = time.perf_counter()
         measured = ({"allocated": measure_step(spec, setup, fake=False).peak, "reserved": None, "device_used": None}
@@ -105,14 +110,18 @@ def compare(preset: str, configs, cpu: bool) -> None:
         analytic = estimate(spec, setup)
         real = measured["allocated"]
 
-        def err(x):
-            return f"{(x - real) / real:+.1%}"
+        def err(x, against=real):
+            return "—" if against is None else f"{(x - against) / against:+.1%}"
 
         def gb(x):
             return "—" if x is None else f"{x / GiB:.2f}"
 
+        ours = analytic.measures(card)
         print(f"| {label} | {gb(real)} | {gb(sim)} ({err(sim)}) | {gb(analytic.live)} ({err(analytic.live)}) | "
-              f"{gb(measured['reserved'])} | {gb(measured['device_used'])} | {gb(analytic.peak)} |"
+              f"{gb(ours.allocated_peak_bytes)} ({err(ours.allocated_peak_bytes)}) | {gb(measured['reserved'])} | "
+              f"{gb(ours.reserved_peak_bytes)} ({err(ours.reserved_peak_bytes, measured['reserved'])}) | "
+              f"{gb(measured['device_used'])} | {gb(ours.device_used_bytes)} "
+              f"({err(ours.device_used_bytes, measured['device_used'])}) |"
               f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 

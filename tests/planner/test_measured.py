@@ -3,7 +3,8 @@ to stand for a step it did not measure."""
 
 import pytest
 
-from anchorgpu.planner.analytic import Reserve
+from anchorgpu.planner.analytic import NO_RESERVE, Reserve
+from anchorgpu.planner.device_memory import CONTEXT_ALLOWANCE, CUBLAS_SM90, CUBLASLT_DEFAULT, SMALL_BUFFER, round_size
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import Measurement, MeasuredSteps, measured_setup, not_simulable, step_key, to_breakdown
 from anchorgpu.planner.presets import preset_spec
@@ -13,7 +14,6 @@ from anchorgpu.planner.setup import TrainingSetup
 SINGLE = Measurement(peak=1000, categories={"weights": 400, "gradients": 100, "optimizer": 200, "activations": 250,
                                             "temporaries": 50}, phase="backward",
                      phases=(("forward", 900), ("backward", 1000)), seconds=1.5, fake=True, trainable_bytes=100)
-NO_RESERVE = Reserve(cuda_context=0, library_workspaces=0, nccl_buffers=0, fragmentation=0.0)
 
 
 def test_a_measurement_survives_json():
@@ -36,10 +36,16 @@ def test_one_single_device_step_prices_ddp_on_any_number_of_cards():
     assert single.peak == 1000 and single.reserve == 0
     for gpus in (2, 8):
         ddp = to_breakdown(SINGLE, TrainingSetup(parallel="ddp", gpus=gpus), NO_RESERVE)
-        assert ddp.live == 1000 and ddp.reserve == SINGLE.trainable_bytes  # the buckets copy the gradients
-    with_reserve = to_breakdown(SINGLE, TrainingSetup(parallel="ddp", gpus=2), Reserve())
-    assert with_reserve.reserve == (Reserve().cuda_context + Reserve().library_workspaces + Reserve().nccl_buffers
-                                    + 100 + 80)
+        # the buckets copy the gradients: allocated tensors, counted with them
+        assert ddp.live == 1000 + SINGLE.trainable_bytes and ddp.reserve == 0
+        assert ddp.gradients == 100 + SINGLE.trainable_bytes
+    with_reserve = to_breakdown(SINGLE, TrainingSetup(parallel="ddp", gpus=2), Reserve(nccl_buffers=256))
+    h100 = with_reserve.measures("h100")  # no model given: the allocator is not modelled, the workspaces are
+    assert h100.allocated_peak_bytes == 1100 + round_size(CUBLAS_SM90) + round_size(CUBLASLT_DEFAULT)
+    assert h100.reserved_peak_bytes == 1100 + CUBLAS_SM90 + SMALL_BUFFER  # 32 MiB segment; 1 MiB in a 2 MiB one
+    assert h100.device_used_bytes == h100.reserved_peak_bytes + CONTEXT_ALLOWANCE + 256
+    assert with_reserve.peak == max(with_reserve.measures(card).device_used_bytes
+                                    for card in ("a100", "h100", "h200", "b200", "mi300x"))
 
 
 def test_fsdp_needs_its_own_step_for_each_number_of_cards():

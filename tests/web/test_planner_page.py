@@ -27,8 +27,17 @@ def test_a_plan_lists_every_card_with_fit_price_and_checkout(client, shop_loaded
                                 "term": "7"})
     page = response.content.decode()
     assert response.status_code == 200
-    assert "GB per card at the peak" in page and "Optimizer state" in page
+    assert "GB of device memory per card at the peak" in page and "Optimizer state" in page
+    # the three measures, each named after what reports it, and the guide that explains why they differ
+    for name in ("torch.cuda.max_memory_allocated", "torch.cuda.max_memory_reserved", "nvidia-smi"):
+        assert name in page
+    assert "#planner-measures" in page
+    allocated, reserved, used = (gb for _label, gb, _what in response.context["measures"])
+    assert allocated <= reserved < used
     rows = response.context["options"]
+    for row in rows:  # each card's figure is its own generation's device memory, on which "fits" is decided
+        assert row["peak_gb"] * 1e9 == row["option"].device_used_bytes
+        assert row["option"].fits == (row["option"].device_used_bytes <= row["option"].usable_bytes)
     assert {r["option"].offer.slug for r in rows} >= {"h100-sxm-80gb", "mi300x-192gb"}
     best = next(r for r in rows if r["best"])
     assert best["option"].fits and best["price"] is not None

@@ -60,7 +60,7 @@ def test_the_results_offer_a_simulation_that_runs_in_the_background(client, shop
     fragment = client.get(status_url)
     html = fragment.content.decode()
     assert fragment.status_code == 200 and "Done" in html and "hx-trigger" not in html  # polling stops
-    assert "Simulated" in html and "Instant estimate" in html and "GB per card at the peak" in html
+    assert "Simulated" in html and "Instant estimate" in html and "GB of device memory per card at the peak" in html
     context = fragment.context
     assert context["engine"] == "simulate"
     simulated_peak = SimulationJob.objects.get().result[0]["peak"]

@@ -16,13 +16,13 @@ the measurement a setup needs; ``MeasuredSteps`` answers the planner's
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from anchorgpu.messages import gettext_noop
 
-from .analytic import COMPONENTS, Breakdown, Reserve
+from .analytic import COMPONENTS, Breakdown, Reserve, estimate, with_reserve
+from .device_memory import StepPeaks
 from .errors import PlannerInputError
 from .model_spec import ModelSpec
 from .setup import TrainingSetup
@@ -86,33 +86,41 @@ def measured_setup(setup: TrainingSetup) -> TrainingSetup:
     return setup.replace(parallel=parallel, gpus=gpus)
 
 
-def to_breakdown(measured: Measurement, setup: TrainingSetup, reserve: Reserve = Reserve()) -> Breakdown:
-    """The measured step as a per-device ``Breakdown`` of ``setup``, with the framework's reserve on top.
+def to_breakdown(measured: Measurement, setup: TrainingSetup, reserve: Reserve = Reserve(),
+                 spec: ModelSpec | None = None) -> Breakdown:
+    """The measured step as a per-device ``Breakdown`` of ``setup``, with the reserve up to ``device_used_bytes``.
 
     ``setup`` may be the measured one or, for a single-device measurement,
-    DDP over any number of cards (the buckets are added to the reserve).
+    DDP over any number of cards (the buckets are added to the gradients:
+    they are allocated tensors). The simulation sees live tensors only: with
+    ``spec``, the caching allocator's terms (rounding, cache) are the ones the
+    analytic model finds for the same step, added to the measured live bytes;
+    without it they are left out (allocated and reserved taken as the live bytes).
     """
     if step_key(setup) != (measured.parallel, measured.gpus):
         raise PlannerInputError("parallel", f"a {measured.parallel} step on {measured.gpus} card(s) cannot stand for "
                                             f"{setup.parallel} on {setup.gpus}.")
     cats = measured.categories
     parts = [(name, "simulated live tensors", cats[name]) for name in CATEGORIES if cats.get(name)]
-    reserve_parts = [("reserve", "CUDA context", reserve.cuda_context),
-                     ("reserve", "library workspaces", reserve.library_workspaces)]
-    if setup.gpus > 1:
-        reserve_parts.append(("reserve", "NCCL buffers", reserve.nccl_buffers))
     notes = ("Simulated: one real step's operators on fake tensors (FakeTensorMode), live storage bytes "
-             "tracked; the reserve is the analytic allowance.",) + tuple(measured.notes)
+             "tracked.",) + tuple(measured.notes)
     if setup.parallel == "ddp":
-        reserve_parts.append(("reserve", "DDP gradient buckets", measured.ddp_buckets))
+        parts.append(("gradients", "DDP gradient buckets", measured.ddp_buckets))
         notes += ("DDP: gradient buckets computed as a copy of the gradients (gradient_as_bucket_view=False), "
-                  "not simulated.",)
-    reserve_parts.append(("reserve", f"allocator fragmentation ({reserve.fragmentation:.0%} of live)",
-                          math.ceil(reserve.fragmentation * measured.peak)))
-    totals = {name: int(cats.get(name, 0)) for name in CATEGORIES}
-    totals["reserve"] = sum(b for _c, _w, b in reserve_parts)
-    return Breakdown(**totals, phase=measured.phase, parts=tuple(parts + reserve_parts), phases=measured.phases,
-                     notes=notes)
+                  "not simulated; they are allocated like any tensor.",)
+    live = sum(b for _c, _w, b in parts)
+    step = None
+    if spec is not None and reserve.allocator:
+        analytic = estimate(spec, setup, reserve).step
+        if analytic is not None and analytic.modelled:
+            step = StepPeaks(live=live, allocated=live + analytic.allocated - analytic.live,
+                             reserved=live + analytic.reserved - analytic.live, gpus=setup.gpus)
+            notes += ("The caching allocator's rounding and cache are the analytic model's for the same step, "
+                      "added to the simulated live bytes.",)
+    if step is None:
+        notes += ("The caching allocator's rounding and cache are not modelled here: allocated and reserved "
+                  "are taken as the simulated live bytes.",)
+    return with_reserve(parts, measured.phase, measured.phases, None, None, setup.gpus, reserve, notes, step=step)
 
 
 class MeasuredSteps:
@@ -132,7 +140,7 @@ class MeasuredSteps:
         if measured is None:
             parallel, gpus = step_key(setup)
             raise PlannerInputError("parallel", f"no simulated step for {parallel} on {gpus} card(s).")
-        return to_breakdown(measured, setup, reserve)
+        return to_breakdown(measured, setup, reserve, spec)
 
     def to_json(self) -> list[dict[str, Any]]:
         return [m.to_json() for _key, m in sorted(self.measurements.items())]

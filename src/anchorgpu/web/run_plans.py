@@ -80,7 +80,7 @@ def _peak_check(options, report) -> dict | None:
     if here is None:
         return None
     return {"name": here.offer.name, "quantity": here.quantity, "peak_gib": report.peak_memory_bytes / 2**30,
-            "usable_gib": here.usable_bytes / 2**30, "estimate_gib": here.breakdown.peak / 2**30,
+            "usable_gib": here.usable_bytes / 2**30, "estimate_gib": here.device_used_bytes / 2**30,
             "fits": _fits(here, report)}
 
 
