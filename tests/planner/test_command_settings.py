@@ -77,6 +77,15 @@ def test_lora_on_the_output_head_and_the_embeddings():
     assert json.loads(out)["peak_bytes_per_device"] > attention_only["peak_bytes_per_device"]
 
 
+def test_lora_on_the_experts_of_a_mixture_of_experts():
+    moe = ["--preset", "qwen3-30b-a3b", "--method", "lora"]
+    code, out, err = plan(*moe, "--lora-targets", "attention,experts", "--json")
+    assert code == 0, err
+    attention_only = json.loads(plan(*moe, "--lora-targets", "attention", "--json")[1])
+    data = json.loads(out)
+    assert data["breakdown"]["optimizer"] > attention_only["breakdown"]["optimizer"]  # the experts' adapters
+
+
 def _config_file(tmp_path, text: str) -> str:
     path = tmp_path / "config.json"
     path.write_text(text, encoding="utf-8")

@@ -104,6 +104,13 @@ def test_bad_input_is_a_400_with_the_reason(client, shop_loaded, params, text):
     assert response.status_code == 400 and text in page and "Traceback" not in page
 
 
+def test_experts_as_lora_targets_on_a_mixture_of_experts(client, shop_loaded):
+    response = client.get(URL, {**BASE, "preset": "qwen3-30b-a3b", "seq_len": "1024",
+                                "lora_targets": "attention, experts"})
+    assert response.status_code == 200, response.context["form"].errors
+    assert response.context["form"].setup_fields()["lora_targets"] == "attention, experts"
+
+
 @pytest.mark.parametrize("lang, expected", [("pt", "Configurações avançadas"), ("fr", "Réglages avancés"),
                                             ("ko", "고급 설정")])
 def test_the_advanced_part_reads_in_the_readers_language(client, shop_loaded, lang, expected):
