@@ -56,6 +56,7 @@ def test_a_flag_left_out_keeps_the_setups_default():
     (["--method", "lora", "--adapter-dtype", "bf16"], "adapter_dtype", "bf16"),
     (["--method", "qlora", "--quantize-lm-head"], "quantize_lm_head", True),
     (["--method", "qlora", "--no-double-quant"], "double_quant", False),
+    (["--method", "qlora", "--prepare-kbit-training"], "prepare_kbit_training", True),
     (["--parallel", "zero3", "--gpus", "4"], "parallel", "zero3"),
     (["--optimizer", "paged_adamw8bit"], "optimizer", "paged_adamw8bit"),
 ])
@@ -100,6 +101,7 @@ def _config_file(tmp_path, text: str) -> str:
     (BASE + ["--lora-dropout", "0.1"], "leave it at 0"),
     (BASE + ["--method", "lora", "--quantize-lm-head"], "qlora"),
     (BASE + ["--method", "lora", "--no-double-quant"], "qlora"),
+    (BASE + ["--method", "qlora", "--precision", "bf16", "--prepare-kbit-training"], "bf16_mixed"),
 ])
 def test_bad_settings_are_a_message_and_exit_code_2(argv, text):
     code, out, err = plan(*argv)

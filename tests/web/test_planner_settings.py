@@ -59,12 +59,14 @@ def test_settings_left_at_their_default_are_not_passed_on(client, shop_loaded):
 def test_changed_settings_reach_the_setup_and_open_the_advanced_part(client, shop_loaded):
     changed = {"method": "qlora", "grad_accumulation": "4", "lora_targets": "attention, lm_head", "lora_dropout": "0.1",
                "adapter_dtype": "bf16", "attention": "eager", "packed": "on", "cross_entropy": "chunked",
-               "activation_offload": "on", "offload": "optimizer", "double_quant": "false"}
+               "activation_offload": "on", "offload": "optimizer", "double_quant": "false",
+               "prepare_kbit_training": "on"}
     response = client.get(URL, {**BASE, **changed})
     assert response.status_code == 200, response.context["form"].errors
     fields = response.context["form"].setup_fields()
     assert fields["grad_accumulation"] == 4 and fields["lora_dropout"] == 0.1 and fields["packed"] is True
     assert fields["attention"] == "eager" and fields["double_quant"] is False and fields["offload"] == "optimizer"
+    assert fields["prepare_kbit_training"] is True
     assert _advanced_part(response.content.decode()).startswith('<details class="advanced" open>')
     plain = client.get(URL, {**BASE, "method": "qlora"}).context["peak_gb"]
     assert response.context["peak_gb"] != plain  # eager attention and the rest move the peak
@@ -93,6 +95,7 @@ def test_the_forms_choices_are_the_setups():
     ({"lora_dropout": "1"}, "0.99"),
     ({"double_quant": "maybe"}, "maybe"),
     ({"double_quant": "false"}, "qlora"),
+    ({"prepare_kbit_training": "on"}, "qlora"),
     ({"method": "full", "lora_dropout": "0.1"}, "leave it at 0"),
     ({"preset": "", "config": "{not json"}, "not valid JSON"),
     ({"preset": "", "config": '{"model_type": "bert", "hidden_size": 768}'}, "bert"),

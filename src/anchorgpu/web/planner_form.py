@@ -39,10 +39,12 @@ ON_OFF_CHOICES = [("true", pgettext_lazy("a setting", "On")), ("false", pgettext
 # The fields of the "Advanced settings" part, named as the setup's JSON fields. Each reaches the setup only
 # when it says something else than the setup's default, so a link made before they existed plans as it did.
 ADVANCED = ("grad_accumulation", "lora_targets", "lora_dropout", "adapter_dtype", "attention", "packed",
-            "cross_entropy", "activation_offload", "offload", "quantize_lm_head", "double_quant")
+            "cross_entropy", "activation_offload", "offload", "quantize_lm_head", "double_quant",
+            "prepare_kbit_training")
 ADVANCED_DEFAULTS = {"grad_accumulation": 1, "lora_targets": "", "lora_dropout": 0.0, "adapter_dtype": "fp32",
                      "attention": "auto", "packed": False, "cross_entropy": "standard", "activation_offload": False,
-                     "offload": "none", "quantize_lm_head": False, "double_quant": True}
+                     "offload": "none", "quantize_lm_head": False, "double_quant": True,
+                     "prepare_kbit_training": False}
 
 
 class PlannerForm(forms.Form):
@@ -99,6 +101,10 @@ class PlannerForm(forms.Form):
         label=_("QLoRA: double quantisation"), choices=ON_OFF_CHOICES, required=False, initial="true",
         coerce=lambda value: value == "true", empty_value=None,
         help_text=_("Quantises the 4-bit weights' scales too, saving about 0.4 bits per weight."))
+    prepare_kbit_training = forms.BooleanField(
+        label=_("QLoRA: peft's k-bit preparation"), required=False,
+        help_text=_("As most QLoRA scripts call it: the weights not in 4 bits (embeddings, head, norms) "
+                    "kept in fp32."))
 
     headroom = forms.IntegerField(label=_("Headroom to keep free (%)"), min_value=0, max_value=90, initial=10)
     term = forms.TypedChoiceField(label=_("Term for the cheapest option"), coerce=int, initial=7,
