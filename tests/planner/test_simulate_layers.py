@@ -86,6 +86,16 @@ def test_the_extrapolation_follows_the_peak_into_another_phase():
     _same(whole, measure_step(_spec(config), setup, layers="sampled"))
 
 
+def test_under_fsdp_the_base_has_a_middle_layer_and_the_extrapolation_stays_exact():
+    # FSDP2 prefetches one layer ahead in backward: two layers have no middle one, and their backward peak is
+    # not where a deep model's is; the FSDP base keeps the second layer too, so each added layer is a middle one.
+    spec = _spec(_config("llama", 6))
+    setup = TrainingSetup(precision="fp32", seq_len=16, parallel="fsdp", gpus=2)
+    sampled = measure_step(spec, setup, layers="sampled")
+    assert "sampled models of 3, 4 layers" in sampled.notes[0]
+    _same(measure_step(spec, setup), sampled)
+
+
 def test_the_plan_keeps_each_kind_and_the_last_layer():
     config = _config("gemma3_text", 7)
     _spec(config)
@@ -175,3 +185,53 @@ def test_the_imbalance_allowance_is_stated():
     assert extra == 500 * (3 * 32 + 4 * 16) * 2
     assert f"{extra:,} bytes" in sentence
     assert moe_routing.imbalance_allowance(auto_config(_config("llama", 2)), 1000, 2) is None
+
+
+def test_lora_on_the_fused_experts_is_simulated_as_peft_builds_it():
+    # "experts": peft's target_parameters on gate_up_proj [E, 2I, H] and down_proj [E, H, I], one adapter pair
+    # per parameter, rank x experts wide: A [r*E, in], B [out, r*E]; with q_proj's adapters in every layer.
+    config = _config("qwen3_moe", 4)
+    spec = _spec(config)
+    setup = TrainingSetup(method="lora", precision="bf16", seq_len=16, lora_targets=("q_proj", "experts"))
+    real = measure_step(spec, setup, fake=False)
+    fake = measure_step(spec, setup, layers="sampled")
+    assert (fake.peak, fake.categories, fake.phases) == (real.peak, real.categories, real.phases)
+    r, e, h, i = setup.lora_rank, config["num_experts"], config["hidden_size"], config["moe_intermediate_size"]
+    per_moe_layer = (r * e * h + 2 * i * r * e) + (r * e * i + h * r * e)
+    q_proj = r * h + config["num_attention_heads"] * config["head_dim"] * r
+    assert fake.trainable_bytes == 4 * (3 * per_moe_layer + 4 * q_proj)  # fp32 adapters; layer 0 is dense
+
+
+def test_lora_dropout_keeps_its_masks_in_the_simulation_too():
+    spec = _spec(_config("llama", 2))
+    plain = TrainingSetup(method="lora", precision="bf16", seq_len=16)
+    dropped = plain.replace(lora_dropout=0.1)
+    real, fake = measure_step(spec, dropped, fake=False), measure_step(spec, dropped)
+    assert (fake.peak, fake.categories) == (real.peak, real.categories)
+    assert fake.categories["activations"] > measure_step(spec, plain).categories["activations"]
+
+
+def test_gradient_accumulation_keeps_the_gradients_alive_through_the_next_micro_batch():
+    spec = _spec(_config("llama", 5))
+    one = TrainingSetup(precision="fp32", seq_len=16)
+    accumulated = one.replace(grad_accumulation=4)
+    real, fake = measure_step(spec, accumulated, fake=False), measure_step(spec, accumulated)
+    assert (fake.peak, fake.categories, fake.phases) == (real.peak, real.categories, real.phases)
+    _same(fake, measure_step(spec, accumulated, layers="sampled"))
+    single = dict(measure_step(spec, one).phases)
+    # The second micro-batch's forward runs beside every full-size fp32 gradient.
+    assert dict(fake.phases)["forward"] - single["forward"] == fake.trainable_bytes
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"cross_entropy": "fused_linear"}, "cross_entropy"),
+    ({"optimizer": "paged_adamw"}, "optimizer"),
+    ({"activation_offload": True}, "activation_offload"),
+    ({"offload": "optimizer_and_params", "parallel": "fsdp", "gpus": 2}, "offload"),
+    ({"packed": True}, "packed"),
+])
+def test_settings_the_simulation_cannot_run_are_refused_with_the_reason(changes, field):
+    with pytest.raises(PlannerInputError) as error:
+        measure_step(_spec(_config("llama", 2)), TrainingSetup(seq_len=16, **changes))
+    assert error.value.field == field
+    assert "analytic engine" in error.value.message

@@ -27,8 +27,9 @@ masks and rotary tables made once) plus, for each layer, what it keeps
 inputs) plus the transients of the operator running now. Each phase's peak
 (forward, backward, optimizer step) sits at a moment fixed relative to the
 ends: the loss or the last layer's forward, the first layers of backward,
-the optimizer's foreach passes over all tensors. At such a moment every
-layer of a kind adds the same bytes, so each phase's peak, and each
+the optimizer's foreach passes over all tensors (under FSDP the base has a
+middle layer too, see ``plan_layers``). At such a moment every layer of a
+kind adds the same bytes, so each phase's peak, and each
 category at it, is affine in the count of each kind:
 
     peak(N) = peak(base) + sum_k (N_k - base_k) x (peak(base + one k) - peak(base))
@@ -121,8 +122,13 @@ def describe_kind(layer: torch.nn.Module) -> str:
     return " ".join(words) or type(layer).__name__
 
 
-def plan_layers(model: torch.nn.Module) -> LayerPlan:
-    """The kinds of ``model``'s decoder layers and the sampled sub-models (``model`` may be on meta)."""
+def plan_layers(model: torch.nn.Module, *, fsdp: bool = False) -> LayerPlan:
+    """The kinds of ``model``'s decoder layers and the sampled sub-models (``model`` may be on meta).
+
+    Under FSDP a layer's backward overlaps its neighbour's (FSDP2 prefetches the next all-gather one layer
+    ahead and reduce-scatters the previous layer's gradients), so a model of two layers has no layer in the
+    middle and its backward peak sits elsewhere than a deep model's: the base then also keeps the second
+    layer, and every added layer is a middle one (the peaks are affine from three layers on)."""
     layers = decoder_layers(model)
     signatures: list[tuple] = []
     kinds: list[str] = []
@@ -134,7 +140,7 @@ def plan_layers(model: torch.nn.Module) -> LayerPlan:
             kinds.append(describe_kind(layer))
         sequence.append(signatures.index(signature))
     count = len(sequence)
-    base = sorted({sequence.index(k) for k in range(len(kinds))} | {count - 1})
+    base = sorted({sequence.index(k) for k in range(len(kinds))} | {count - 1} | ({min(1, count - 1)} if fsdp else set()))
     runs, varied = [tuple(base)], [None]
     for kind in range(len(kinds)):
         spare = [i for i in range(count) if sequence[i] == kind and i not in base]

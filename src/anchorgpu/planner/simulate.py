@@ -55,7 +55,7 @@ import torch
 
 from .analytic import Breakdown, Reserve
 from .errors import PlannerInputError
-from .hf_build import auto_config, build_meta_model, hf_config
+from .hf_build import auto_config, build_meta_model, hf_config, not_simulated
 from .measured import Measurement, MeasuredSteps, measured_setup, to_breakdown
 from .model_spec import ModelSpec
 from .moe_routing import balanced_routing, experts_modules, grouped_products_on_fake_tensors, imbalance_allowance
@@ -170,6 +170,9 @@ def measure_step(spec: ModelSpec, setup: TrainingSetup, *, fake: bool = True, se
     ``layers`` (see ``simulate``): ``"whole"`` (default here: every layer), ``"sampled"`` or ``"auto"``.
     """
     setup.validate(spec)
+    refused = not_simulated(setup)
+    if refused is not None:
+        raise PlannerInputError(*refused)
     if layers not in LAYER_MODES:
         raise PlannerInputError("layers", f"layers is one of {', '.join(LAYER_MODES)}, not “{layers}”.")
     say = progress or (lambda _message: None)
@@ -196,7 +199,7 @@ def _measure_layers(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: 
     config = hf_config(spec)
     full = auto_config(config)
     try:
-        plan = layer_sample.plan_layers(_plain_meta_model(full))
+        plan = layer_sample.plan_layers(_plain_meta_model(full), fsdp=parallel == "fsdp")
     except LookupError:
         return _whole(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel,
                       why="its layers are not at model.layers")
@@ -293,14 +296,26 @@ def _measure(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: int, sa
         ids = torch.randint(0, spec.vocab_size, (setup.micro_batch, setup.seq_len))
         tracker.tag([ids], "activations")
 
+        # Gradient accumulation: from the second micro-batch on, every gradient is alive through forward and
+        # backward, and each later micro-batch repeats the second's bytes, so two stand for any number. Under
+        # FSDP the first keeps its unsharded gradients (no reduce-scatter: set_requires_gradient_sync(False),
+        # what Accelerate's no_sync does for FSDP2), the last reduces them.
+        micro_batches = min(int(getattr(setup, "grad_accumulation", 1) or 1), 2)
+
         def step():
-            tracker.label = "forward"
-            with autocast, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                loss = runner(input_ids=ids, labels=ids).loss
-            tracker.label = "backward"
-            loss.backward()
-            del loss
-            tracker.tag([p.grad for p in trainable if p.grad is not None], "gradients")
+            for number in range(micro_batches):
+                if fsdp and micro_batches > 1:
+                    base.set_requires_gradient_sync(number == micro_batches - 1)
+                sync = (runner.no_sync() if parallel == "ddp" and number < micro_batches - 1
+                        else contextlib.nullcontext())
+                with sync:
+                    tracker.label = "forward"
+                    with autocast, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                        loss = runner(input_ids=ids, labels=ids).loss
+                    tracker.label = "backward"
+                    loss.backward()
+                    del loss
+                tracker.tag([p.grad for p in trainable if p.grad is not None], "gradients")
             tracker.label = "optimizer step"
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
