@@ -1,6 +1,9 @@
 """How fast the planner answers for today's large models: the analytic estimate and the per-layer simulation.
 
-    .venv/bin/python bench/planner_speed.py [case ...]        cases: llama-3.3-70b, qwen3-30b-a3b (default: both)
+    .venv/bin/python bench/planner_speed.py [--whole] [case ...]   cases: llama-3.3-70b, qwen3-30b-a3b (default: both)
+
+``--whole`` also simulates every layer of the model (tens of seconds) and prints whether the per-layer
+extrapolation equals it to the byte.
 
 For each case: the analytic answer's time (reading the config into a spec
 and estimating; the median of many runs) and, in a fresh process, the
@@ -74,7 +77,7 @@ def analytic(case: str) -> tuple[float, int]:
     return statistics.median(times), result.live
 
 
-def simulation(case: str) -> dict:
+def simulation(case: str, whole: bool = False) -> dict:
     """Runs in its own process: the simulation's wall time and this process's peak RSS."""
     started = time.perf_counter()
     import torch
@@ -92,20 +95,27 @@ def simulation(case: str) -> dict:
         m = measure_step(spec, _setup(), fake=True, layers="auto")  # what simulate() runs, without the reserve
         walls.append(time.perf_counter() - started)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
-    return {"wall": walls[1], "cold": walls[0], "imports": imports, "rss": rss, "rss_before": before,
+    check = None
+    if whole:
+        started = time.perf_counter()
+        every = measure_step(spec, _setup(), fake=True, layers="whole")
+        check = {"seconds": time.perf_counter() - started, "peak": every.peak,
+                 "equal": (every.peak, every.categories, every.phases) == (m.peak, m.categories, m.phases)}
+    return {"whole": check, "wall": walls[1], "cold": walls[0], "imports": imports, "rss": rss, "rss_before": before,
             "peak": m.peak, "phase": m.phase, "layers": layers_used(m), "categories": dict(m.categories), "notes": list(m.notes)}
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--simulate":
-        print(json.dumps(simulation(sys.argv[2])))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--simulate":
+        print(json.dumps(simulation(sys.argv[2], whole="--whole" in sys.argv[3:])))
         return
-    cases = sys.argv[1:] or list(CONFIGS)
+    whole = "--whole" in sys.argv[1:]
+    cases = [a for a in sys.argv[1:] if a != "--whole"] or list(CONFIGS)
     failed = False
     for case in cases:
         ms, analytic_live = analytic(case)
-        done = subprocess.run([sys.executable, __file__, "--simulate", case], capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run([sys.executable, __file__, "--simulate", case] + (["--whole"] if whole else []),
+                              capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             print(f"{case}: simulation failed\n{done.stderr[-3000:]}")
             failed = True
@@ -121,6 +131,11 @@ def main() -> None:
         print(f"  host memory       peak RSS {sim['rss'] / GiB:.2f} GiB "
               f"(after imports {sim['rss_before'] / GiB:.2f} GiB)")
         print("  simulated parts   " + ", ".join(f"{k} {v / GiB:.2f}" for k, v in sim["categories"].items()) + " GiB")
+        if sim["whole"]:
+            same = "equal to the byte" if sim["whole"]["equal"] else "DIFFERENT"
+            print(f"  every layer       {sim['whole']['seconds']:7.2f} s   live peak {sim['whole']['peak']:,} bytes: "
+                  f"{same} (sampled {sim['peak']:,})")
+            failed |= not sim["whole"]["equal"]
         for note in sim["notes"]:
             print(f"  note: {note}")
         failed |= ms >= ANALYTIC_MS or sim["wall"] >= SIMULATION_S

@@ -13,8 +13,8 @@ layer computes without changing its parameters: ``attention_type``,
 
 The sampled models are sub-sequences of the full model's layers, built
 from the config with ``num_hidden_layers`` and every per-layer field cut to
-the chosen layers (lists as long as the model; ``mlp_only_layers`` and
-``first_k_dense_replace`` renumbered). The *base* keeps the first layer of
+the chosen layers (``layer_types`` and other lists as long as the model;
+``mlp_only_layers`` and ``first_k_dense_replace`` renumbered). The *base* keeps the first layer of
 each kind and the full model's last layer; each further run adds one more
 layer of one kind (the earliest not yet chosen). The built layers' kinds
 are checked against the chosen ones: a config whose layer structure the
@@ -159,7 +159,10 @@ def reduced_config(config: Mapping[str, Any], full: Any, indices: Sequence[int])
     reduced["num_hidden_layers"] = len(indices)
     values = full.to_dict()
     for key, value in values.items():
-        if key in ("mlp_only_layers",) or not isinstance(value, (list, tuple)) or len(value) != total:
+        # Per-layer fields: layer_types, no_rope_layers, ... (a list as long as the model whose name says
+        # layer or pattern; token-id lists that happen to be as long are not).
+        per_layer = ("layer" in key or "pattern" in key) and key != "mlp_only_layers"
+        if not per_layer or not isinstance(value, (list, tuple)) or len(value) != total:
             continue
         reduced[key] = [value[i] for i in indices]
     if isinstance(values.get("mlp_only_layers"), (list, tuple)) and "decoder_sparse_step" in values:
