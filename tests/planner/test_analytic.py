@@ -4,12 +4,11 @@ import pytest
 
 from anchorgpu.planner import Reserve, TrainingSetup, estimate, parameter_counts, preset_spec, trainable_parameters
 from anchorgpu.planner.activations import ACTIVATION_COEFFICIENTS, activation_profile
-from anchorgpu.planner.analytic import COMPONENTS, NF4_BYTES_PER_PARAM, GiB
+from anchorgpu.planner.analytic import COMPONENTS, NF4_BYTES_PER_PARAM, NO_RESERVE, GiB
 
 LLAMA_1B = preset_spec("llama-3.2-1b")
 LLAMA_8B = preset_spec("llama-3.1-8b")
 P_1B = parameter_counts(LLAMA_1B).total
-NO_RESERVE = Reserve(cuda_context=0, library_workspaces=0, nccl_buffers=0, fragmentation=0)
 
 
 def _at_step(spec, setup, **kw):
@@ -78,10 +77,13 @@ def test_ddp_replicates_and_adds_gradient_buckets():
     setup = TrainingSetup(seq_len=256)
     single = _at_step(LLAMA_1B, setup)
     ddp = _at_step(LLAMA_1B, setup.replace(parallel="ddp", gpus=4))
-    assert (ddp.weights, ddp.gradients, ddp.optimizer) == (single.weights, single.gradients, single.optimizer)
-    buckets = dict(((c, w), b) for c, w, b in ddp.parts)[("reserve", "DDP gradient buckets")]
-    assert buckets == single.gradients
-    assert ddp.reserve > single.reserve + buckets  # NCCL buffers as well
+    assert (ddp.weights, ddp.optimizer) == (single.weights, single.optimizer)
+    buckets = dict(((c, w), b) for c, w, b in ddp.parts)[("gradients", "DDP gradient buckets")]
+    assert buckets == dict(((c, w), b) for c, w, b in single.parts)[("gradients", "all")]
+    assert ddp.gradients == single.gradients + buckets  # allocated tensors, not a reserve
+    assert dict(ddp.measures("h100").parts)["NCCL buffers (allowance)"] > 0
+    assert dict(ddp.measures("mi300x").parts)["RCCL buffers (allowance)"] > 0
+    assert "NCCL buffers (allowance)" not in dict(single.measures("h100").parts)
 
 
 def test_lora_shrinks_gradients_and_optimizer():
@@ -130,13 +132,20 @@ def test_logits_for_the_loss_are_a_big_term():
     assert parts[("temporaries", "gradients of the logits")] == 8 * 128256 * 8192
 
 
-def test_reserve_is_an_explicit_allowance():
+def test_reserve_is_modelled_and_its_allowances_are_named():
     setup = TrainingSetup(method="lora", seq_len=1024)
     base = estimate(LLAMA_1B, setup, reserve=NO_RESERVE)
-    assert base.reserve == 0
-    result = estimate(LLAMA_1B, setup, reserve=Reserve(cuda_context=GiB, library_workspaces=0, fragmentation=0.1))
-    assert result.reserve == pytest.approx(GiB + 0.1 * base.live, abs=2)
-    assert any("allowance" in note for note in result.notes)
+    assert base.reserve == 0 and base.peak == base.live == base.allocated_peak_bytes == base.device_used_bytes
+    context_only = estimate(LLAMA_1B, setup, reserve=Reserve(allocator=False, workspaces=False, cuda_context=GiB))
+    assert context_only.reserve == GiB and context_only.live == base.live
+    result = estimate(LLAMA_1B, setup)
+    assert result.live == base.live
+    assert result.live <= result.allocated_peak_bytes <= result.reserved_peak_bytes < result.device_used_bytes
+    assert result.peak == result.device_used_bytes  # the peak is the figure nvidia-smi would show
+    assert sum(b for c, _w, b in result.parts if c == "reserve") == result.reserve
+    assert {"CUDA context (allowance)", "ROCm context (allowance)"} & {w for _c, w, _b in result.parts}
+    assert not any("fragmentation (" in w for _c, w, _b in result.parts)  # no flat percentage
+    assert any("device_used_bytes" in note and "allowance" in note for note in result.notes)
     assert any("held to the simulation" in note for note in result.notes)
 
 
@@ -154,8 +163,10 @@ def test_every_family_and_setup_gives_a_positive_breakdown(name, setup):
 
 
 def test_the_coefficient_table_is_well_formed():
-    widths = {"hidden", "q_dim", "kv_dim", "intermediate", "heads", "head_dim", "vocab", "heads_x_seq", "seq",
-              "lora_in", "rank"}
+    from anchorgpu.planner.activations import _layer_widths
+
+    spec = preset_spec("tiny-deepseek-v2")  # a layer kind with every width: latent attention and experts
+    widths = set(_layer_widths(spec, TrainingSetup(), spec.layers[-1])) | {"lora_in"}
     scopes = {"layer", "norm", "lora", "model", "checkpoint", "loss", "loss_forward", "loss_backward",
               "backward_mlp", "backward_attention"}
     for name, term in ACTIVATION_COEFFICIENTS.items():

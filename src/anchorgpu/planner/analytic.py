@@ -26,12 +26,16 @@ reserve is an allowance (``Reserve``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from . import device_memory, other_peaks
 from .activations import ACTIVATION_COEFFICIENTS, activation_dtypes, activation_profile
+from .layer_spec import layer_tensors
 from .model_spec import ModelSpec
 from .params import ParamTensor, lora_tensors, model_tensors
+from .settings_memory import IN_FLIGHT_LAYERS, device_state, fused_ce_chunk, nf4_bytes_per_param, settings_notes
 from .setup import TrainingSetup
 
 MiB = 1024**2
@@ -44,32 +48,44 @@ NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
 # block of 256; tensors under 4096 elements keep fp32 states.
 ADAM8BIT_BLOCK = 256
 ADAM8BIT_MIN_NUMEL = 4096
+PAGED_MIN_NUMEL = 100_000  # bitsandbytes pages the state of tensors this large or larger
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "temporaries", "reserve")
 
 
 @dataclass(frozen=True)
 class Reserve:
-    """Memory the framework takes beyond live tensors: an explicit allowance, to be checked on a GPU.
+    """What the planner adds to the live tensors, from PyTorch's allocator up to what nvidia-smi shows.
 
-    ``cuda_context``: the CUDA (or ROCm) context and loaded kernels, outside
-    PyTorch's allocator. ``library_workspaces``: cuBLAS/cuDNN and attention
-    workspaces. ``nccl_buffers``: NCCL's own buffers, with two devices or more.
-    ``fragmentation``: the caching allocator's rounding and fragmentation, as
-    a fraction of the live peak (reserved minus allocated at the peak).
-    DDP's gradient buckets are not an allowance: they are computed (a copy of
-    the gradients, as ``gradient_as_bucket_view=False`` is DDP's default).
+    ``allocator``: model PyTorch's caching allocator (each request's rounding,
+    segments, blocks cached between the moments of the step: see
+    ``device_memory``); off, allocated and reserved equal the live bytes.
+    ``workspaces``: the cuBLAS/hipBLAS(Lt) workspaces, allocated through that
+    allocator, per card generation. ``cuda_context`` and ``nccl_buffers``:
+    outside the allocator, allowances stated in ``device_memory``; None takes
+    the card's allowance. DDP's gradient buckets are not part of the reserve:
+    they are allocated tensors (a copy of the gradients, as
+    ``gradient_as_bucket_view=False`` is DDP's default), counted with the gradients.
     """
 
-    cuda_context: int = 512 * MiB
-    library_workspaces: int = 256 * MiB
-    nccl_buffers: int = 512 * MiB
-    fragmentation: float = 0.08
+    allocator: bool = True
+    workspaces: bool = True
+    cuda_context: int | None = None
+    nccl_buffers: int | None = None
+
+
+NO_RESERVE = Reserve(allocator=False, workspaces=False, cuda_context=0, nccl_buffers=0)
 
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Bytes per device at the peak; ``peak`` is their sum."""
+    """Bytes per device at the peak; ``peak`` is their sum.
+
+    ``peak`` is ``device_used_bytes`` on the most demanding of the shop's card
+    generations: the live tensors (weights ... temporaries) plus ``reserve``,
+    everything from the allocator's rounding to the CUDA context. The three
+    named measures per card generation come from ``measures(card)``.
+    """
 
     weights: int
     gradients: int
@@ -81,6 +97,9 @@ class Breakdown:
     parts: tuple[tuple[str, str, int], ...] = ()  # (component, what, bytes) at that moment
     phases: tuple[tuple[str, int], ...] = ()  # live bytes (no reserve) at each moment considered
     notes: tuple[str, ...] = field(default=(), compare=False)
+    step: device_memory.StepPeaks | None = field(default=None, compare=False)  # None: built by hand
+    reserve_with: Reserve = field(default=Reserve(), compare=False)
+    other_peaks: tuple = field(default=(), compare=False)  # other_peaks.OtherPeak: loading, saving, evaluation
 
     @property
     def peak(self) -> int:
@@ -93,6 +112,27 @@ class Breakdown:
     def components(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COMPONENTS}
 
+    def measures(self, card: str | None = None) -> device_memory.DeviceMeasures:
+        """allocated / reserved / device-used peaks on a card of generation ``card`` (None: the largest)."""
+        if self.step is None:  # a breakdown given by hand: its reserve stands for everything above the live bytes
+            return device_memory.DeviceMeasures("any card", self.live, self.live, self.peak,
+                                                (("reserve", self.reserve),))
+        r = self.reserve_with
+        return device_memory.measures(self.step, card, context=r.cuda_context, nccl=r.nccl_buffers,
+                                      workspaces=r.workspaces)
+
+    @property
+    def allocated_peak_bytes(self) -> int:
+        return self.measures().allocated_peak_bytes
+
+    @property
+    def reserved_peak_bytes(self) -> int:
+        return self.measures().reserved_peak_bytes
+
+    @property
+    def device_used_bytes(self) -> int:
+        return self.measures().device_used_bytes
+
 
 @dataclass(frozen=True)
 class _Placed:
@@ -104,10 +144,15 @@ class _Placed:
 def _placements(spec: ModelSpec, setup: TrainingSetup) -> list[_Placed]:
     placed = []
     for tensor in model_tensors(spec):
-        if setup.method == "full":
+        if tensor.group == "vision":  # a multimodal model's vision tower: loaded, frozen, in the compute dtype
+            placed.append(_Placed(tensor, 4 if setup.precision == "fp32" else 2, False))
+        elif setup.method == "full":
             placed.append(_Placed(tensor, 2 if setup.precision == "bf16" else 4, True))
-        elif setup.method == "qlora" and tensor.is_linear_weight:
-            placed.append(_Placed(tensor, NF4_BYTES_PER_PARAM, False))
+        elif setup.method == "qlora" and (tensor.is_linear_weight or (
+                setup.quantize_lm_head and tensor.group == "lm_head")):
+            placed.append(_Placed(tensor, nf4_bytes_per_param(setup), False))
+        elif setup.method == "qlora" and setup.prepare_kbit_training:  # peft casts what is not 4-bit to fp32
+            placed.append(_Placed(tensor, 4, False))
         else:
             placed.append(_Placed(tensor, 4 if setup.precision == "fp32" else 2, False))
     adapter = 4 if setup.adapter_dtype == "fp32" else 2
@@ -115,16 +160,44 @@ def _placements(spec: ModelSpec, setup: TrainingSetup) -> list[_Placed]:
     return placed
 
 
+def _last_kind(spec: ModelSpec) -> int:
+    """The index in ``spec.layer_kinds()`` of the last decoder layer's kind (the first whose backward runs)."""
+    return [layer for layer, _count in spec.layer_kinds()].index(spec.layers[-1])
+
+
 def _layer_share(p: _Placed, spec: ModelSpec) -> float:
-    """Elements of ``p`` in one decoder layer."""
-    return p.tensor.total / spec.num_layers if p.tensor.per_layer else 0
+    """Elements of ``p`` in one decoder layer: the last layer, where models mix layer kinds."""
+    return p.tensor.numel if p.tensor.per_layer and p.tensor.kind == _last_kind(spec) else 0
+
+
+@dataclass(frozen=True)
+class _Merged:
+    all: float  # every MoE layer's merged expert weights
+    last: float  # the last layer's (what a checkpointed backward recomputes at a time)
+
+
+def _merged_expert_weights(spec: ModelSpec, setup: TrainingSetup, compute: int) -> _Merged | None:
+    """LoRA on transformers' fused expert weights goes through peft's ``ParamWrapper``: in each forward it
+    parametrises the 3-D weight as base + B·A, so a merged copy of every adapted expert weight is built, and
+    the experts' matmuls keep slices of it (views of the whole copy) for their backward (peft 0.21,
+    tuners/lora/layer.py ``ParamWrapper._activate_lora``). Per MoE layer: its experts' weights once more, in the
+    compute dtype."""
+    if not setup.is_lora or "experts" not in setup.lora_targets:
+        return None
+    sizes = [(sum(t.numel for t in layer_tensors(layer, spec.hidden_size) if t.group == "experts"
+                  and not t.name.endswith("_bias")) * compute, count) for layer, count in spec.layer_kinds()]
+    last = sum(t.numel for t in layer_tensors(spec.layers[-1], spec.hidden_size)
+               if t.group == "experts" and not t.name.endswith("_bias")) * compute
+    return _Merged(all=sum(size * count for size, count in sizes), last=last)
 
 
 def _optimizer_state(p: _Placed, optimizer: str) -> float:
     t, state = p.tensor, p.stored
     if optimizer == "adamw":
         return 2 * t.numel * state * t.copies
-    if optimizer == "adamw8bit":
+    if optimizer == "paged_adamw":  # bitsandbytes' 32-bit state: fp32 whatever the parameter's dtype
+        return 2 * t.numel * 4 * t.copies
+    if optimizer in {"adamw8bit", "paged_adamw8bit"}:
         if t.numel < ADAM8BIT_MIN_NUMEL:
             return 2 * t.numel * 4 * t.copies
         return (2 * t.numel + 2 * 4 * math.ceil(t.numel / ADAM8BIT_BLOCK)) * t.copies
@@ -189,10 +262,19 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         sum(p.tensor.total * 2 for p in copies if p in head) + sum(_layer_share(p, spec) * 2 for p in copies))
 
     tokens = setup.tokens_per_step
-    profile = activation_profile(spec, setup, coefficients)
-    layers = spec.num_layers * tokens * (profile.checkpoint if setup.grad_checkpointing else profile.layer)
+    # Each kind of layer keeps its own activations; the ends (norm, head, loss) are the same in every profile,
+    # and ``profile`` (the last layer's) is the one whose backward runs first.
+    kinds = [(activation_profile(spec, setup, coefficients, layer), count) for layer, count in spec.layer_kinds()]
+    profile = kinds[_last_kind(spec)][0]
+    layers = tokens * sum(count * (p.checkpoint if setup.grad_checkpointing else p.layer) for p, count in kinds)
     model, loss = profile.model * tokens, profile.loss * tokens
     recomputed = profile.layer * tokens if setup.grad_checkpointing else 0.0
+    merged = _merged_expert_weights(spec, setup, compute)
+    if merged:  # peft's LoRA on fused experts: each layer's merged expert weights stay until its backward
+        layers += merged.last if setup.grad_checkpointing else merged.all
+        recomputed += merged.last if setup.grad_checkpointing else 0.0
+    if setup.activation_offload:  # saved tensors go to host memory; a few layers' worth stays in flight
+        layers *= min(IN_FLIGHT_LAYERS, spec.num_layers) / spec.num_layers
     dequant = 0.0
     if setup.method == "qlora":
         dequant = max(p.tensor.numel for p in placed if p.tensor.is_linear_weight) * compute
@@ -224,8 +306,49 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     if spec.tie_word_embeddings and setup.method == "full":  # the lookup's grad, before it joins the head's
         embedding_grad = spec.vocab_size * spec.hidden_size * (compute if fsdp else head[0].stored)
 
+    # The settings beyond method and precision (settings_memory.py): accumulation, offload, ZeRO, paged state.
+    state = device_state(
+        setup, placed=placed, trainable=trainable, weights=weights, grads_all=grads_all, optimizer=optimizer,
+        optimizer_temp=optimizer_temp, compute=compute, layer_params=sum(_layer_share(p, spec) for p in placed),
+        reduced_grads=sum(p.tensor.total * (4 if setup.precision == "bf16_mixed" else p.stored) for p in trainable))
+    weights, optimizer, optimizer_temp = state.weights, state.optimizer, state.optimizer_temp
+    # bitsandbytes pages the state of tensors of 1e5 elements or more (get_state_buffer); smaller ones, as most
+    # LoRA adapters, get ordinary allocations.
+    paged = 0.0
+    if state.paged:  # the paged share of the state, however the state is sharded
+        each = [(_optimizer_state(p, setup.optimizer), p.tensor.numel >= PAGED_MIN_NUMEL) for p in trainable]
+        paged = optimizer * sum(b for b, big in each if big) / sum(b for b, _big in each)
+
+    def add_optimizer(phase: _Phase) -> _Phase:
+        return phase.add("optimizer", "state", optimizer - paged).add(
+            "optimizer", "paged state (CUDA unified memory)", paged)
+    zero = setup.is_zero
+    # Liger's fused linear cross-entropy: one [chunk, vocab] block of logits at a time, and a trainable head's
+    # gradient made in the forward. A 4-bit head (QLoRA) is dequantised whole for its forward and backward.
+    ce_block = ce_head_grad = head_dequant = 0.0
+    if setup.cross_entropy == "fused_linear":
+        ce_block = fused_ce_chunk(tokens, spec.hidden_size, spec.vocab_size) * spec.vocab_size * compute
+        ce_head_grad = grads_head_full if fsdp else sum(p.tensor.total * p.stored for p in head
+                                                        if p.tensor.name != "final_norm")
+    if setup.method == "qlora" and setup.quantize_lm_head and not spec.tie_word_embeddings:
+        head_dequant = spec.vocab_size * spec.hidden_size * compute
+    # After peft's k-bit preparation the head is a frozen fp32 weight: autocast casts it to bf16 for the matmul
+    # and that copy is kept for the input's gradient (no cast cache for weights without grad).
+    head_cast = 0.0
+    if setup.method == "qlora" and setup.prepare_kbit_training and dtypes.autocast and not head_dequant:
+        head_cast = spec.vocab_size * spec.hidden_size * 2
+
+    def add_state(phase: _Phase, backward: bool) -> _Phase:
+        phase.add("weights", "ZeRO: fp32 master partition", state.master)
+        phase.add("weights", "ZeRO-3: gathered layers and persistent parameters", state.gathered)
+        phase.add("gradients", state.accumulated_what, state.accumulated)
+        if backward or state.bucket_always:
+            phase.add("gradients", "ZeRO: reduce bucket", state.bucket)
+        return phase
+
     stored_acts = (("activations", "stored per layer" + (" (checkpointed inputs)" if setup.grad_checkpointing
-                                                          else ""), layers),
+                                                          else "") + (" (in flight; the rest offloaded)"
+                                                                      if setup.activation_offload else ""), layers),
                    ("activations", "final norm, RoPE tables, masks", model))
     phases = []
     for name, temporaries in (("forward, at the loss", ("logits and their fp32 copy", profile.loss_forward)),
@@ -235,12 +358,29 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         # FSDP2 frees a forward all-gather's flat buffer only at the next forward all-gather: the last layer's
         # stays until the next step.
         phase.add("weights", "FSDP: the last layer's all-gather buffer", gathered_layer)
-        phase.add("optimizer", "state", optimizer)
+        add_optimizer(phase)
         for part in stored_acts:
             phase.add(*part)
         phase.add("activations", "log-probabilities kept by the loss", loss)
         phase.add("temporaries", temporaries[0], temporaries[1] * tokens)
-        phases.append(phase)
+        phase.add("gradients", "Liger: the head's gradient, made in the forward", ce_head_grad)
+        phase.add("weights", "autocast's bf16 copy of the fp32 head, kept for its backward", head_cast)
+        # ZeRO-3 gathers the head (a parameter far above the persistence threshold) for its forward and backward.
+        phase.add("weights", "ZeRO-3: the gathered head", spec.vocab_size * spec.hidden_size * (
+            4 if setup.precision == "fp32" else 2) if setup.parallel == "zero3" else 0)
+        phase.add("temporaries", "Liger: one block of logits", ce_block)
+        phases.append(add_state(phase, name.startswith("backward")))
+    if head_dequant:  # the 4-bit head's matmuls, forward and backward: its weight dequantised whole
+        for name, what in (("forward, the head's matmul", "logits as the head returns them"),
+                           ("backward, the head's matmul", "gradient of the logits")):
+            phase = _Phase(name).add("weights", "parameters", weights).add("weights", "bf16 autocast copies",
+                                                                           copies_all)
+            add_optimizer(phase)
+            for part in stored_acts:
+                phase.add(*part)
+            phase.add("temporaries", what, spec.vocab_size * compute * tokens)
+            phase.add("temporaries", "dequantised 4-bit head", head_dequant)
+            phases.append(add_state(phase, name.startswith("backward")))
 
     if fsdp:
         # The first layer's forward: the root's all-gather buffer is still held (freed after the next copy-out)
@@ -248,9 +388,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         first = _Phase("forward, first layer").add("weights", "parameters", weights)
         first.add("weights", "FSDP: gathered embedding and head, and their all-gather buffer", 2 * gathered_root)
         first.add("weights", "FSDP: the first layer gathered, and its all-gather buffer", 2 * gathered_layer)
-        first.add("optimizer", "state", optimizer)
+        add_optimizer(first)
         first.add("activations", "RoPE tables, masks", model - profile.head * tokens)
-        phases.insert(0, first)
+        phases.insert(0, add_state(first, False))
 
     # One layer's backward, the last one and (FSDP) the one before it, where the last layer's reduce-scatter
     # buffers and sharded grads exist but one layer less of activations.
@@ -266,9 +406,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
             phase.add("gradients", "FSDP: this layer's unsharded grads", grads_layer_unsharded)
             phase.add("gradients", "FSDP: the later layer's reduce-scatter input", behind * reduce_layer)
             phase.add("gradients", "sharded grads of the later layer", behind * shard(grads_layer))
-        else:
+        elif not (state.accumulated and not zero):  # accumulating: these are part of the accumulated grads
             phase.add("gradients", "head and last layer", grads_head + grads_layer)
-        phase.add("optimizer", "state", optimizer)
+        add_optimizer(phase)
         # The head's and the final norm's backward have run: what they kept is freed.
         kept = layers - behind * layers / spec.num_layers
         phase.add(stored_acts[0][0], stored_acts[0][1], kept)
@@ -276,32 +416,123 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         phase.add("activations", "recomputed layer", recomputed)
         phase.add("temporaries", "one layer's backward", profile.layer_backward * tokens)
         phase.add("temporaries", "dequantised 4-bit weight", dequant)
-        phases.append(phase)
+        phases.append(add_state(phase, True))
 
-    end = _Phase("backward, end").add("weights", "parameters", weights).add("gradients", "all", grads_all)
+    # At the end and at the step the accumulated gradients are the gradients ("all"), not on top of them.
+    state = dataclasses.replace(state, accumulated=0.0)
+    end = _Phase("backward, end").add("weights", "parameters", weights).add("gradients", "all", state.grads_end)
     end.add("gradients", "FSDP: unsharded embedding and head grads", grads_root_end)
-    end.add("optimizer", "state", optimizer)
+    add_optimizer(end)
     end.add("temporaries", "embedding grad before it joins the head's", embedding_grad)
-    phases.append(end)
+    phases.append(add_state(end, True))
 
-    step = _Phase("optimizer step").add("weights", "parameters", weights).add("gradients", "all", grads_all)
-    step.add("optimizer", "state", optimizer).add("temporaries", f"{setup.optimizer} foreach buffers", optimizer_temp)
-    phases.append(step)
+    step = _Phase("optimizer step").add("weights", "parameters", weights).add("gradients", "all", state.grads_end)
+    add_optimizer(step).add("temporaries", f"{setup.optimizer} foreach buffers", optimizer_temp)
+    step.add("temporaries", "ZeRO: fp32 copy of the gradient partition", state.step_extra)
+    phases.append(add_state(step, False))
 
-    peak = max(phases, key=lambda p: p.live)
-    reserve_parts = [("reserve", "CUDA context", reserve.cuda_context),
-                     ("reserve", "library workspaces", reserve.library_workspaces)]
-    if n > 1:
-        reserve_parts.append(("reserve", "NCCL buffers", reserve.nccl_buffers))
     if setup.parallel == "ddp":
-        reserve_parts.append(("reserve", "DDP gradient buckets", grads_all))
-    reserve_parts.append(("reserve", f"allocator fragmentation ({reserve.fragmentation:.0%} of live)",
-                          reserve.fragmentation * peak.live))
-    parts = tuple((c, w, math.ceil(b)) for c, w, b in peak.parts + reserve_parts)
-    totals = {name: sum(b for c, _w, b in parts if c == name) for name in COMPONENTS}
-    return Breakdown(**totals, phase=peak.name, parts=parts,
-                     phases=tuple((p.name, math.ceil(p.live)) for p in phases),
-                     notes=_notes(spec, setup, dtypes, reserve))
+        # DDP's gradient buckets are allocated when DDP wraps the model and kept: a flat copy of the gradients
+        # (gradient_as_bucket_view=False, DDP's default), live at every moment of the step.
+        for phase in phases:
+            phase.add("gradients", "DDP gradient buckets", grads_all)
+    peak = max(phases, key=lambda p: p.live)
+    sizes = _tensor_sizes(spec, setup, placed, n if fsdp else 1)
+    sharded = fsdp or setup.parallel == "zero3"
+    others = other_peaks.other_peaks(
+        sharded=sharded, gpus=n, tokens_eval=setup.tokens_per_step, vocab=spec.vocab_size, hidden=spec.hidden_size,
+        intermediate=spec.intermediate_size, compute=compute,
+        resting=other_peaks.Resting(
+            weights=weights, optimizer=optimizer, full_weights=sum(p.tensor.total * p.stored for p in placed),
+            # a checkpoint holds 4-bit weights unquantised: the largest tensor in flight is at least in compute dtype
+            largest_tensor=max(p.tensor.numel * max(p.stored, compute) for p in placed),
+            gathered_layer=gathered_layer, gathered_root=gathered_root))
+    notes = _notes(spec, setup, dtypes, reserve) + other_peaks.warnings(others, math.ceil(peak.live))
+    return with_reserve(peak.parts, peak.name, tuple((p.name, math.ceil(p.live)) for p in phases),
+                        [p.parts for p in phases] if reserve.allocator else None, sizes, n, reserve,
+                        notes, other=others)
+
+
+def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments, sizes, gpus: int,
+                 reserve: Reserve, notes: tuple[str, ...],
+                 step: device_memory.StepPeaks | None = None, other: tuple = ()) -> Breakdown:
+    """The ``Breakdown`` of live ``parts`` (at the peak ``phase``) with the reserve up to ``device_used_bytes``.
+
+    ``moments``: the parts alive at each moment of the step, in order, replayed through the allocator model
+    with ``sizes`` (``device_memory.TensorSizes``); None: no allocator model (allocated = reserved = live),
+    unless ``step`` gives the allocator's peaks already.
+    """
+    live_parts = tuple((c, w, math.ceil(b)) for c, w, b in parts if b)
+    live = sum(b for _c, _w, b in live_parts)
+    if step is not None:
+        pass
+    elif moments is not None and sizes is not None:
+        step = device_memory.step_peaks(moments, sizes, gpus, live=live)
+    else:
+        step = device_memory.StepPeaks(live=live, allocated=live, reserved=live, gpus=gpus, modelled=False)
+    measured = device_memory.measures(step, None, context=reserve.cuda_context, nccl=reserve.nccl_buffers,
+                                      workspaces=reserve.workspaces)
+    all_parts = live_parts + tuple(("reserve", what, b) for what, b in measured.parts)
+    totals = {name: sum(b for c, _w, b in all_parts if c == name) for name in COMPONENTS}
+    return Breakdown(**totals, phase=phase, parts=all_parts, phases=phases, notes=notes, step=step,
+                     reserve_with=reserve, other_peaks=other)
+
+
+def _tensor_sizes(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], shards: int
+                  ) -> device_memory.TensorSizes:
+    """The parameter-shaped parts tensor by tensor (for the rounding) and layer by layer (for the replay)."""
+    trainable = [p for p in placed if p.trainable]
+    tensors: dict[tuple[str, str], tuple[int, ...]] = {}
+    blocks: dict[tuple[str, str], tuple[int, ...]] = {}
+
+    def add(key: tuple[str, str], items, per_tensor, states: int = 1) -> None:
+        each: list[int] = []
+        layered: dict[tuple, int] = {}  # (layer kind, copies) -> bytes of one copy of each tensor of that kind
+        single: list[int] = []
+        for p in items:
+            size = math.ceil(per_tensor(p) / shards)
+            if not size:
+                continue
+            each += [size] * (p.tensor.copies * states)
+            if p.tensor.per_layer:
+                group = (getattr(p.tensor, "kind", None), p.tensor.copies)
+                layered[group] = layered.get(group, 0) + size * states
+            else:
+                single += [size] * (p.tensor.copies * states)
+        tensors[key] = tuple(each)
+        blocks[key] = tuple(single) + tuple(b for (_k, copies), b in layered.items() for _ in range(copies))
+
+    stored = lambda p: p.tensor.numel * p.stored  # noqa: E731
+    add(("weights", "parameters"), placed, stored)
+    add(("gradients", "all"), trainable, stored)
+    add(("weights", "bf16 autocast copies"), [p for p in trainable if p.stored == 4], lambda p: p.tensor.numel * 2)
+    add(("temporaries", f"{setup.optimizer} foreach buffers"), trainable, stored)
+    states = {"adamw": 2, "sgd_momentum": 1}.get(setup.optimizer, 0)
+    if states:
+        add(("optimizer", "state"), trainable, stored, states)
+    # DDP's buckets: bucket_cap_mb defaults to 25 (MiB), the first bucket to 1 MiB
+    # (torch.nn.parallel.DistributedDataParallel; torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES).
+    grads = sum(tensors[("gradients", "all")])
+    first = min(grads, MiB)
+    buckets = tuple(b for b in ((first,) + tuple(device_memory._chunks(grads - first, 25 * MiB))) if b)
+    tensors[("gradients", "DDP gradient buckets")] = blocks[("gradients", "DDP gradient buckets")] = buckets
+    return device_memory.TensorSizes(tensors=tensors, blocks=blocks, layers=spec.num_layers)
+
+
+def _reserve_note(setup: TrainingSetup, reserve: Reserve) -> str:
+    context = "the card's allowance" if reserve.cuda_context is None else f"{reserve.cuda_context / MiB:.0f} MiB"
+    nccl = "the card's allowance" if reserve.nccl_buffers is None else f"{reserve.nccl_buffers / MiB:.0f} MiB"
+    return ("Measures: allocated_peak_bytes is what torch.cuda.max_memory_allocated reports (live tensors, each "
+            "request rounded as PyTorch's caching allocator rounds it"
+            + (", DDP's gradient buckets included" if setup.parallel == "ddp" else "")
+            + "); reserved_peak_bytes what torch.cuda.max_memory_reserved reports (the allocator's segments, "
+            "modelled by replaying the moments of the step"
+            + ("" if reserve.allocator else ": switched off here, taken as the live bytes")
+            + "); device_used_bytes what nvidia-smi or amd-smi shows (reserved, plus the CUDA/ROCm context: "
+            f"{context}, an allowance"
+            + (f", and NCCL/RCCL buffers: {nccl}, an allowance" if setup.gpus > 1 else "")
+            + "). The cuBLAS/hipBLAS workspaces are allocated through PyTorch's allocator, per card generation"
+            + ("" if reserve.workspaces else " (left out here)") + ". Fits is decided on device_used_bytes.")
 
 
 def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> tuple[str, ...]:
@@ -311,7 +542,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
         weights = f"frozen {'fp32' if setup.precision == 'fp32' else 'bf16'} base weights, " \
                   f"{setup.adapter_dtype} adapters"
     elif setup.method == "qlora":
-        weights = f"frozen NF4 base weights ({NF4_BYTES_PER_PARAM * 8:.3f} bits each with double quantisation), " \
+        weights = f"frozen NF4 base weights ({nf4_bytes_per_param(setup) * 8:.3f} bits each{' with double quantisation' if setup.double_quant else ''}), " \
                   f"bf16 embeddings, head and norms, {setup.adapter_dtype} adapters"
     notes = [
         f"Weights: {weights}" + ("; autocast keeps a bf16 copy of each trainable fp32 weight from the forward "
@@ -328,11 +559,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
         "bench/planner_accuracy.py (median error 0.13 % single-device).",
         "Temporaries: short-lived buffers at the moment of the peak (logits in fp32 for the loss, the "
         "optimizer's foreach buffers, one layer's backward).",
-        f"Reserve: {reserve.cuda_context / MiB:.0f} MiB CUDA context, {reserve.library_workspaces / MiB:.0f} MiB "
-        f"library workspaces, {reserve.fragmentation:.0%} of the live peak for allocator fragmentation"
-        + (f", {reserve.nccl_buffers / MiB:.0f} MiB NCCL buffers" if setup.gpus > 1 else "")
-        + (", and DDP's gradient buckets (a copy of the gradients)" if setup.parallel == "ddp" else "")
-        + ": an allowance to be checked on a GPU.",
+        _reserve_note(setup, reserve),
     ]
     if setup.parallel == "fsdp":
         notes.append(f"FSDP2 (full shard, each decoder layer then the root) over {setup.gpus}: weights, gradients "
@@ -343,6 +570,7 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
     if spec.attention == "eager":
         notes.append(f"{spec.label} runs eager attention (soft-capping): its attention matrix is stored, so "
                      "activations grow with the square of the sequence length.")
+    notes += settings_notes(setup, setup.attention_for(spec))
     notes.append("Assumes sequences without padding masks (packed or of equal length) and the steady state "
                  "(optimizer state already created).")
     return tuple(notes)

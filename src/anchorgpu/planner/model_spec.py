@@ -136,6 +136,31 @@ class ModelSpec:
                                 name=name, model=self.label, layers=", ".join(self.linear_names()))
 
 
+# What a Llama-style LoRA target (or the "attention" and "mlp" groups) means in other layouts: Phi-3 fuses
+# q/k/v and gate/up into one module each, DeepSeek's latent attention projects keys and values through
+# kv_a_proj_with_mqa and kv_b_proj (and queries through q_a_proj and q_b_proj when it compresses them).
+_EQUIVALENT_TARGETS = {
+    "q_proj": ("qkv_proj", "q_a_proj", "q_b_proj"), "k_proj": ("qkv_proj", "kv_a_proj_with_mqa", "kv_b_proj"),
+    "v_proj": ("qkv_proj", "kv_a_proj_with_mqa", "kv_b_proj"), "gate_proj": ("gate_up_proj",),
+    "up_proj": ("gate_up_proj",),
+}
+
+
+def resolve_targets(spec: "ModelSpec", targets: Any) -> Any:
+    """LoRA targets as the modules of ``spec``: a Llama-style name the model does not have becomes the module
+    that holds that projection in its layout (``q_proj`` becomes Phi-3's ``qkv_proj``). Names with no such
+    module are left for validation to refuse; input that is not a tuple of names is returned as it is."""
+    if not isinstance(targets, tuple) or not all(isinstance(t, str) for t in targets):
+        return targets
+    names = set(spec.linear_names())
+    out: list[str] = []
+    for target in targets:
+        found = [target] if target in names or target not in _EQUIVALENT_TARGETS else [
+            t for t in _EQUIVALENT_TARGETS[target] if t in names] or [target]
+        out += [t for t in found if t not in out]
+    return tuple(out)
+
+
 def _int(config: Mapping[str, Any], key: str, *, default: int | None = None, required: bool = True) -> int | None:
     if key not in config or config[key] is None:
         if default is not None or not required:

@@ -22,7 +22,7 @@ from .errors import PlannerInputError
 from .layer_spec import layer_tensors
 from .model_spec import ModelSpec, model_spec_from_config
 
-_LAYER = re.compile(r"^(?:model\.)?(?:language_model\.)?layers\.(\d+)\.(.+)$")
+MAX_TREE_LAYERS = 256
 
 
 def build_config(config: Mapping[str, Any]):
@@ -99,7 +99,23 @@ def spec_from_any_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
     family = config.get("model_type") if isinstance(config, Mapping) else None
     if not isinstance(family, str) or family in FAMILIES or family in TEXT_TOWERS:
         return model_spec_from_config(config, name=name)
-    tree = tree_tensors(config)
+    layers = config.get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool) or not 0 < layers <= MAX_TREE_LAYERS:
+        # Building the module tree costs time per layer: a pasted config must not make the server build
+        # a million of them. Real models have a few hundred layers at most.
+        raise PlannerInputError("config.num_hidden_layers", gettext_noop("the planner does not name the "
+                                                                         "architecture “%(family)s”; to read it "
+                                                                         "from its module tree, "
+                                                                         "“num_hidden_layers” must be a whole "
+                                                                         "number from 1 to %(most)s."),
+                                family=family, most=MAX_TREE_LAYERS)
+    try:
+        tree = tree_tensors(config)
+    except ImportError:
+        raise PlannerInputError("config.model_type", gettext_noop("the architecture “%(family)s” is not one the "
+                                                                  "planner names; reading it from its module "
+                                                                  "tree needs the ml extra (pip install "
+                                                                  "'anchorgpu[ml]')."), family=family) from None
     closest = None
     for reader in _GENERIC_READERS:
         try:

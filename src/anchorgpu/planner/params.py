@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .layer_spec import layer_tensors
-from .model_spec import ModelSpec
+from .model_spec import ModelSpec, resolve_targets
 from .setup import TrainingSetup
 
 
@@ -76,7 +76,7 @@ def lora_tensors(spec: ModelSpec, setup: TrainingSetup) -> tuple[ParamTensor, ..
     if not setup.is_lora:
         return ()
     r, tensors = setup.lora_rank, []
-    targets = set(setup.lora_targets)
+    targets = set(resolve_targets(spec, setup.lora_targets))
     for index, (layer, count) in enumerate(spec.layer_kinds()):
         for t in layer_tensors(layer, spec.hidden_size):
             if t.name.endswith(".bias") or t.group in {"norm"}:

@@ -95,7 +95,7 @@ TODAY: tuple[tuple[str, str, dict[str, Any]], ...] = (
                               "moe_intermediate_size": 32, "n_routed_experts": 8, "n_shared_experts": 1,
                               "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 32,
                               "q_lora_rank": None, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
-                              "v_head_dim": 16, "max_position_embeddings": 1024, "num_attention_heads": 4,
+                              "v_head_dim": 24, "max_position_embeddings": 1024, "num_attention_heads": 4,
                               "num_key_value_heads": 4, "num_hidden_layers": 3, "vocab_size": 512,
                               "tie_word_embeddings": False}),
     ("tiny-gemma3", "", {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 160, "head_dim": 16,

@@ -19,10 +19,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .analytic import COMPONENTS, Breakdown, Reserve, estimate
+from .device_memory import DeviceMeasures, card_generation
 from .errors import PlannerInputError
 from .model_spec import ModelSpec
 from .params import parameter_counts
-from .setup import TrainingSetup
+from .setup import ZERO, TrainingSetup
 
 GB = 10**9
 DEFAULT_HEADROOM = 0.10
@@ -70,6 +71,11 @@ class Offer:
 
     def price(self, quantity: int, term_days: int) -> Decimal | None:
         return self.prices.get(quantity, {}).get(term_days)
+
+    @property
+    def generation(self) -> str | None:
+        """The card generation (``device_memory.CARDS``) the slug or name names, or None (the largest is assumed)."""
+        return card_generation(self.slug, self.name)
 
 
 @dataclass(frozen=True)
@@ -124,13 +130,23 @@ class Option:
         return self.offer.memory_bytes_per_card
 
     @property
+    def measures(self) -> DeviceMeasures:
+        """allocated / reserved / device-used peaks per card on this offer's card generation."""
+        return self.breakdown.measures(self.offer.generation)
+
+    @property
+    def device_used_bytes(self) -> int:
+        """What nvidia-smi / amd-smi would show per card at the peak: what "fits" is decided on."""
+        return self.measures.device_used_bytes
+
+    @property
     def fits(self) -> bool:
-        return self.breakdown.peak <= self.usable_bytes
+        return self.device_used_bytes <= self.usable_bytes
 
     @property
     def headroom_bytes(self) -> int:
         """Memory per card left at the peak (negative when the step does not fit at all)."""
-        return self.capacity_bytes - self.breakdown.peak
+        return self.capacity_bytes - self.device_used_bytes
 
     @property
     def headroom_fraction(self) -> float:
@@ -141,10 +157,15 @@ class Option:
         """The component that takes the stack (weights, gradients, ... in that order) past the usable memory."""
         total = 0
         for name in COMPONENTS:
-            total += getattr(self.breakdown, name)
+            total += self._component(name)
             if total > self.usable_bytes:
                 return name
         return None
+
+    def _component(self, name: str) -> int:
+        if name == "reserve":  # on this card: the reserve up to its device_used_bytes
+            return self.device_used_bytes - self.breakdown.live
+        return getattr(self.breakdown, name)
 
     @property
     def largest_component(self) -> str:
@@ -153,15 +174,15 @@ class Option:
 
     @property
     def reason(self) -> str:
-        peak, usable = self.breakdown.peak / GB, self.usable_bytes / GB
+        peak, usable = self.device_used_bytes / GB, self.usable_bytes / GB
         if self.fits:
-            return f"fits: {peak:.1f} GB of {self.capacity_bytes / GB:.0f} GB per card, " \
+            return f"fits: {peak:.1f} GB device-used of {self.capacity_bytes / GB:.0f} GB per card, " \
                    f"{self.headroom_fraction:.0%} left"
         if self.overflow == COMPONENTS[0]:
             return f"does not fit: the weights alone need {self.breakdown.weights / GB:.1f} GB per card, " \
                    f"more than the {usable:.1f} GB usable"
         largest = self.largest_component
-        return f"does not fit: needs {peak:.1f} GB per card, {usable:.1f} GB usable; it overflows at " \
+        return f"does not fit: needs {peak:.1f} GB device-used per card, {usable:.1f} GB usable; it overflows at " \
                f"{COMPONENT_LABELS[self.overflow]} (largest part: {COMPONENT_LABELS[largest]}, " \
                f"{self.breakdown.components()[largest] / GB:.1f} GB)"
 
@@ -229,10 +250,15 @@ def card_counts(offers: Sequence[Offer]) -> tuple[int, ...]:
 
 
 def setup_for_cards(setup: TrainingSetup, cards: int) -> TrainingSetup:
-    """The setup on ``cards`` devices: one card runs alone; several run FSDP if asked for, else DDP."""
+    """The setup on ``cards`` devices: several run the sharding asked for (FSDP, ZeRO-2/3), else DDP; one card
+    runs alone, or under ZeRO where that was asked for (it runs on one GPU too, e.g. with ZeRO-Offload). FSDP's
+    parameter offload needs several cards: one card keeps only the optimizer offload (the higher peak)."""
     if cards == 1:
-        return setup.replace(parallel="single", gpus=1)
-    return setup.replace(parallel="fsdp" if setup.parallel == "fsdp" else "ddp", gpus=cards)
+        if setup.parallel in ZERO:
+            return setup.replace(gpus=1)
+        alone = setup.replace(parallel="single", gpus=1)
+        return alone.replace(offload="optimizer") if alone.offload == "optimizer_and_params" else alone
+    return setup.replace(parallel=setup.parallel if setup.parallel in ("fsdp", *ZERO) else "ddp", gpus=cards)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def _say(progress) -> None:
 
 def run(request: object) -> int:
     from anchorgpu.planner.errors import PlannerInputError
-    from anchorgpu.planner.model_spec import model_spec_from_config
+    from anchorgpu.planner.model_tree import spec_from_any_config
     from anchorgpu.planner.presets import preset_spec
     from anchorgpu.planner.setup import setup_from_mapping
 
@@ -49,7 +49,7 @@ def run(request: object) -> int:
         if not isinstance(counts, list) or not all(isinstance(c, int) and not isinstance(c, bool) and 0 < c <= 1024
                                                   for c in counts):
             raise PlannerInputError("card_counts", "card counts are whole numbers from 1 to 1024.")
-        spec = preset_spec(model["preset"]) if "preset" in model else model_spec_from_config(model["config"])
+        spec = preset_spec(model["preset"]) if "preset" in model else spec_from_any_config(model["config"])
         setup = setup_from_mapping(request.get("setup") or {}).validate(spec)
     except PlannerInputError as exc:
         return _answer({"ok": False, "failure": "input", "error": exc.message})

@@ -15,7 +15,7 @@ from anchorgpu.i18n import message
 from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import not_simulable
-from anchorgpu.planner.model_spec import model_spec_from_config
+from anchorgpu.planner.model_tree import spec_from_any_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.recommend import GB, plan
 from anchorgpu.planner.setup import setup_from_mapping
@@ -28,7 +28,19 @@ from .run_plans import run_context, run_size
 COMPONENT_LABELS = {"weights": gettext_lazy("Weights"), "gradients": gettext_lazy("Gradients"),
                     "optimizer": gettext_lazy("Optimizer state"), "activations": gettext_lazy("Activations"),
                     "temporaries": gettext_lazy("Temporary buffers"),
-                    "reserve": gettext_lazy("Framework reserve (context, fragmentation, communication)")}
+                    "reserve": gettext_lazy("Above the live tensors (allocator rounding and cache, BLAS workspaces, "
+                                            "CUDA/ROCm context, communication buffers)")}
+# Which number each measure is, in the words of the tool that reports it.
+MEASURE_LABELS = (
+    ("allocated_peak_bytes", gettext_lazy("Allocated peak"),
+     gettext_lazy("what torch.cuda.max_memory_allocated reports: live tensors in the allocator's blocks")),
+    ("reserved_peak_bytes", gettext_lazy("Reserved peak"),
+     gettext_lazy("what torch.cuda.max_memory_reserved reports: the allocator's segments, cached blocks included")),
+    ("device_used_bytes", gettext_lazy("Device memory used"),
+     gettext_lazy("what nvidia-smi or amd-smi shows: reserved, plus the CUDA/ROCm context and NCCL/RCCL buffers")),
+)
+MOMENT_LABELS = {"loading": gettext_lazy("Loading the model"), "saving": gettext_lazy("Saving a checkpoint"),
+                 "evaluation": gettext_lazy("Evaluation")}
 CHANGE_LABELS = {"grad_checkpointing": gettext_lazy("gradient checkpointing"), "lora": gettext_lazy("LoRA adapters"),
                  "qlora": gettext_lazy("QLoRA (4-bit base)"), "fsdp": gettext_lazy("FSDP across the cards"),
                  "adamw8bit": gettext_lazy("8-bit AdamW"), "bf16_mixed": gettext_lazy("bf16 mixed precision"),
@@ -52,11 +64,22 @@ def model_source(data: dict) -> dict:
 
 
 def spec_from_source(source: dict):
-    return preset_spec(source["preset"]) if "preset" in source else model_spec_from_config(source["config"])
+    return preset_spec(source["preset"]) if "preset" in source else spec_from_any_config(source["config"])
 
 
 def breakdown_rows(breakdown) -> list:
     return [(COMPONENT_LABELS[name], value / GB) for name, value in breakdown.components().items()]
+
+
+def measure_rows(measures) -> list:
+    """(label, GB, what reports it) for the three measures of one device."""
+    return [(label, getattr(measures, name) / GB, what) for name, label, what in MEASURE_LABELS]
+
+
+def other_peak_rows(breakdown) -> list:
+    """The moments outside the step that need more than it (loading, saving, evaluation), with their figures."""
+    return [{"moment": MOMENT_LABELS.get(p.moment, p.moment), "how": p.how, "gb": p.bytes / GB, "avoid": p.avoid}
+            for p in breakdown.other_peaks if p.bytes > breakdown.live]
 
 
 def results_context(spec, setup, *, headroom: float, term: int, offers=None, estimate_with=estimate) -> dict:
@@ -67,7 +90,10 @@ def results_context(spec, setup, *, headroom: float, term: int, offers=None, est
     return {
         "spec": spec, "term": term, "peak_gb": breakdown.peak / GB, "best": result.best,
         "breakdown": breakdown_rows(breakdown), "breakdown_object": breakdown,
-        "options": [{"option": o, "peak_gb": o.breakdown.peak / GB, "price": o.prices.get(term),
+        "measures": measure_rows(breakdown.measures()), "other_peaks": other_peak_rows(breakdown),
+        "options": [{"option": o, "peak_gb": o.device_used_bytes / GB,
+                     "allocated_gb": o.measures.allocated_peak_bytes / GB,
+                     "reserved_gb": o.measures.reserved_peak_bytes / GB, "price": o.prices.get(term),
                      "overflow": COMPONENT_LABELS.get(o.overflow) if o.overflow else None,
                      "checkout": _checkout(o, term), "best": o is result.best} for o in result.options],
         "suggestions": [{"label": _change_label(s), "option": s.option, "price": s.option.prices.get(term),
