@@ -157,14 +157,39 @@ class MeasuredSteps:
         return steps
 
 
+def not_simulated(setup: TrainingSetup) -> tuple[str, str] | None:
+    """``(field, sentence)`` for a setting the simulated step cannot reproduce, or None when it can.
+
+    The simulation runs the CPU's operators on fake tensors, one device, in one address space: what needs
+    a GPU library (bitsandbytes, Liger's Triton kernels) or a second memory (host offload, paged memory) is
+    not there to run, and a step without it would be another step. Those setups are priced analytically."""
+    if setup.method == "qlora":
+        return "method", gettext_noop("QLoRA's 4-bit weights need bitsandbytes, which cannot run on simulated "
+                                      "tensors: not simulable; use the analytic engine.")
+    if setup.optimizer in ("adamw8bit", "paged_adamw", "paged_adamw8bit"):
+        return "optimizer", gettext_noop("8-bit and paged optimizers need bitsandbytes, which cannot run on "
+                                         "simulated tensors: not simulable; use the analytic engine.")
+    if getattr(setup, "cross_entropy", "standard") != "standard":
+        return "cross_entropy", gettext_noop("the simulation runs the model's own cross-entropy; chunked and fused "
+                                             "linear cross-entropy are other kernels: not simulable; use the "
+                                             "analytic engine.")
+    if getattr(setup, "activation_offload", False) or getattr(setup, "offload", "none") != "none":
+        return "activation_offload" if getattr(setup, "activation_offload", False) else "offload", gettext_noop("offloading moves tensors to host memory, which a simulation on the CPU "
+                                       "cannot tell apart from the device's: not simulable; use the analytic "
+                                       "engine.")
+    if getattr(setup, "packed", False):
+        return "packed", gettext_noop("the simulation runs padded rows, and packed variable-length batches take "
+                                      "another attention path: not simulable; use the analytic engine.")
+    if getattr(setup, "parallel", "single") in ("zero2", "zero3"):
+        return "parallel", gettext_noop("DeepSpeed ZeRO is not simulated (FSDP is): not simulable; use the "
+                                        "analytic engine.")
+    return None
+
+
 def not_simulable(setup: TrainingSetup) -> str | None:
-    """Why ``setup`` cannot be simulated, or ``None`` when it can (checked before a simulation is queued).
+    """Why ``setup`` cannot be simulated, or ``None`` when it can (checked before a simulation is queued, with
+    the same rules the engine applies when it builds the model: ``not_simulated``).
 
     The sentence is English and marked for the catalogs: a page shows it translated."""
-    if setup.method == "qlora":
-        return gettext_noop("QLoRA's 4-bit weights need bitsandbytes, which cannot run on simulated tensors: "
-                            "use the analytic estimate.")
-    if setup.optimizer == "adamw8bit":
-        return gettext_noop("8-bit AdamW needs bitsandbytes, which cannot run on simulated tensors: "
-                            "use the analytic estimate.")
-    return None
+    refused = not_simulated(setup)
+    return None if refused is None else refused[1]
