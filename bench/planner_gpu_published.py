@@ -118,18 +118,21 @@ def setup_fields(settings: dict) -> tuple[dict, list[str]]:
     return fields, missing
 
 
-def measured_bytes(breakdown: Any, measure: str) -> tuple[int, str]:
-    """Our figure in the row's measure: the planner's named measure, or its stand-in while it is missing."""
+def measured_bytes(breakdown: Any, measure: str, generation: str | None = None) -> tuple[int, str]:
+    """Our figure in the row's measure on the row's card generation: the planner's named measure, or its
+    stand-in while it is missing."""
     name = MEASURE_FIELDS[measure]
-    value = getattr(breakdown, name, None)
+    measures = getattr(breakdown, "measures", None)
+    value = getattr(measures(generation) if measures else breakdown, name, None)
     if value is not None:
         return int(value), name
     fallback = FALLBACKS[measure]
     return int(getattr(breakdown, fallback)), f"breakdown.{fallback} (no {name} yet)"
 
 
-def device_bytes(breakdown: Any) -> tuple[int, str]:
-    value = getattr(breakdown, "device_used_bytes", None)
+def device_bytes(breakdown: Any, generation: str | None = None) -> tuple[int, str]:
+    measures = getattr(breakdown, "measures", None)
+    value = getattr(measures(generation) if measures else breakdown, "device_used_bytes", None)
     if value is not None:
         return int(value), "device_used_bytes"
     return int(breakdown.peak), "breakdown.peak (no device_used_bytes yet)"
@@ -151,13 +154,13 @@ def plan_row(row: Row) -> Result:
         breakdown = estimate(spec, setup)
     except PlannerInputError as exc:
         return Result(row, "setting not modelled", str(exc), rule=rule)
-    device, _ = device_bytes(breakdown)
+    device, _ = device_bytes(breakdown, CARDS[row.card].generation)
     fits = verdict(device, CARDS[row.card].memory_bytes)
     if row.unknown:
         return Result(row, "kept apart", "; ".join(row.unknown), device=device, rule=rule, fits=fits)
     if row.measure == "oom":
         return Result(row, "oom", device=device, rule=rule, fits=fits)
-    ours, source = measured_bytes(breakdown, row.measure)
+    ours, source = measured_bytes(breakdown, row.measure, CARDS[row.card].generation)
     return Result(row, "judged", ours=ours, ours_from=source, device=device, rule=rule, fits=fits)
 
 

@@ -59,6 +59,9 @@ class Card:
     name: str
     memory_bytes: int  # per card: as sold ("24 GB" of GDDR is 24 GiB of DRAM), or what the driver exposes
     basis: str
+    # The planner's card generation whose overheads apply (planner/device_memory.py): CUDA cards other than
+    # compute capability 9.x get PyTorch's default cuBLAS workspace, as the A100 does, and the same context.
+    generation: str = "a100"
 
 
 @dataclass(frozen=True)
