@@ -100,3 +100,9 @@ def test_a_config_transformers_cannot_build_is_refused():
     with pytest.raises(PlannerInputError) as refused:
         spec_from_any_config({**SMALL, "model_type": "no_such_model"})
     assert refused.value.field == "config.model_type" and "transformers cannot build" in refused.value.message
+
+
+def test_a_named_family_config_transformers_refuses_is_refused_too():
+    with pytest.raises(PlannerInputError) as refused:
+        spec_from_any_config({**SMALL, "model_type": "llama", "hidden_act": "no_such_activation"})
+    assert refused.value.field == "config" and "transformers cannot build" in refused.value.message

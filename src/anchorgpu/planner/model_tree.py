@@ -84,6 +84,33 @@ def compare(spec: ModelSpec, tree: Mapping[str, tuple[int, ...]]) -> Comparison:
                                        if tuple(mine[n]) != tuple(tree[n])))
 
 
+def _checked(spec: ModelSpec, config: Mapping[str, Any]) -> ModelSpec:
+    """A named family's reading, held to the model transformers builds from the same config when the ``ml``
+    extra is installed: a config transformers refuses (an unknown activation, malformed layer types) is
+    refused here too, and a reading that differs from the built model by one tensor is not planned."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return spec
+    text = config.get("text_config") if config.get("model_type") in TEXT_TOWERS else None
+    tower = dict(text) if isinstance(text, Mapping) else None
+    if tower is not None:
+        tower["model_type"] = TEXT_TOWERS[config["model_type"]]
+    if spec.num_layers > MAX_TREE_LAYERS:
+        raise PlannerInputError("config.num_hidden_layers", gettext_noop("“num_hidden_layers” must be a whole "
+                                                                         "number from 1 to %(most)s."),
+                                most=MAX_TREE_LAYERS)
+    result = compare(spec, tree_tensors(tower if tower is not None else config))
+    if not result.agrees:
+        differ = [re.sub(r"\.\d+\.", ".N.", n) for n in result.missing + result.extra
+                  + tuple(m[0] for m in result.mismatched)]
+        raise PlannerInputError("config", gettext_noop("the planner's reading of this %(family)s config differs "
+                                                       "from the model transformers builds from it (%(tensors)s): "
+                                                       "it is not planned on a guess."),
+                                family=spec.family, tensors=", ".join(sorted(set(differ))[:6]))
+    return spec
+
+
 # The readers a family the planner does not name may share: tried in this order.
 _GENERIC_READERS = ("llama", "qwen3", "mistral", "qwen2", "gemma3_text", "olmo2", "qwen3_moe", "mixtral",
                     "deepseek_v3", "phi3")
@@ -98,7 +125,7 @@ def spec_from_any_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
     parameters no reading accounts for: a model is never planned on a guess."""
     family = config.get("model_type") if isinstance(config, Mapping) else None
     if not isinstance(family, str) or family in FAMILIES or family in TEXT_TOWERS:
-        return model_spec_from_config(config, name=name)
+        return _checked(model_spec_from_config(config, name=name), config)
     layers = config.get("num_hidden_layers")
     if not isinstance(layers, int) or isinstance(layers, bool) or not 0 < layers <= MAX_TREE_LAYERS:
         # Building the module tree costs time per layer: a pasted config must not make the server build
