@@ -106,3 +106,4 @@ def test_a_named_family_config_transformers_refuses_is_refused_too():
     with pytest.raises(PlannerInputError) as refused:
         spec_from_any_config({**SMALL, "model_type": "llama", "hidden_act": "no_such_activation"})
     assert refused.value.field == "config" and "transformers cannot build" in refused.value.message
+    assert "no_such_activation" in refused.value.params["reason"]

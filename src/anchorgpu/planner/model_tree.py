@@ -26,17 +26,18 @@ MAX_TREE_LAYERS = 256
 
 
 def build_config(config: Mapping[str, Any]):
-    """transformers' config object for ``config`` (its ``model_type`` picks the class)."""
-    from transformers import AutoConfig
+    """transformers' config object for ``config`` (its ``model_type`` picks the class); refusals worded as the
+    simulation words them (``hf_build.auto_config``)."""
+    from transformers import CONFIG_MAPPING
 
-    data = dict(config)
-    family = data.pop("model_type", None)
-    try:
-        return AutoConfig.for_model(family, **data)
-    except (ValueError, KeyError, TypeError) as exc:
+    from .hf_build import auto_config
+
+    family = config.get("model_type")
+    if not isinstance(family, str) or family not in CONFIG_MAPPING:
         raise PlannerInputError("config.model_type", gettext_noop("transformers cannot build a config of type "
-                                                                  "“%(family)s”: %(reason)s"),
-                                family=family, reason=str(exc).splitlines()[0][:200]) from None
+                                                                  "“%(family)s”: it knows no such model type."),
+                                family=family)
+    return auto_config(dict(config))
 
 
 def tree_tensors(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -44,14 +45,14 @@ def tree_tensors(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from .hf_build import _CONFIG_REFUSED, _cannot_build
+
     built = build_config(config)
     try:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(built)
-    except (ValueError, KeyError, TypeError, AssertionError, AttributeError, RuntimeError) as exc:
-        raise PlannerInputError("config", gettext_noop("transformers cannot build a causal language model from "
-                                                       "this config: %(reason)s"),
-                                reason=str(exc).splitlines()[0][:200]) from None
+    except (*_CONFIG_REFUSED, AssertionError, RuntimeError) as exc:
+        raise _cannot_build(exc) from None
     return {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=True)}
 
 
