@@ -33,6 +33,12 @@ def test_a_moe_model_keeps_every_expert_on_the_card_but_routes_only_top_k():
 
 
 def test_lora_targets_follow_the_layout_of_fused_and_latent_attention():
+    from anchorgpu.planner.model_spec import resolve_targets
+    from anchorgpu.planner.setup import DEFAULT_LORA_TARGETS
+
+    assert resolve_targets(preset_spec("phi-4"), DEFAULT_LORA_TARGETS) == ("qkv_proj", "o_proj")
+    assert resolve_targets(preset_spec("deepseek-v2-lite"), DEFAULT_LORA_TARGETS) == (
+        "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
     code, out, err = plan("--preset", "phi-4", "--method", "lora", "--lora-targets", "attention", "--json")
     assert code == 0, err
     code, out, err = plan("--preset", "deepseek-v2-lite", "--method", "lora", "--json")

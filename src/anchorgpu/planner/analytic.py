@@ -448,9 +448,20 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
             largest_tensor=max(p.tensor.numel * max(p.stored, compute) for p in placed),
             gathered_layer=gathered_layer, gathered_root=gathered_root))
     notes = _notes(spec, setup, dtypes, reserve) + other_peaks.warnings(others, math.ceil(peak.live))
+    moments = [p.parts for p in phases] if reserve.allocator else None
+    step = None
+    if moments is not None and setup.grad_accumulation > 1:
+        # The first micro-batch of each step runs with no gradients yet and allocates them during its backward:
+        # the allocator keeps the segments it took then, so the accumulated step reserves at least what a step
+        # without accumulation does.
+        first = estimate(spec, setup.replace(grad_accumulation=1), reserve, coefficients).step
+        live = sum(math.ceil(b) for _c, _w, b in peak.parts if b)
+        step = device_memory.step_peaks(moments, sizes, n, live=live)
+        if first is not None and first.modelled:
+            step = dataclasses.replace(step, allocated=max(step.allocated, first.allocated),
+                                       reserved=max(step.reserved, first.reserved))
     return with_reserve(peak.parts, peak.name, tuple((p.name, math.ceil(p.live)) for p in phases),
-                        [p.parts for p in phases] if reserve.allocator else None, sizes, n, reserve,
-                        notes, other=others)
+                        moments, sizes, n, reserve, notes, step=step, other=others)
 
 
 def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments, sizes, gpus: int,

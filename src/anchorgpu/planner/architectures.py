@@ -73,6 +73,23 @@ def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+def _layer_list(config: Mapping[str, Any], key: str) -> set[int]:
+    value = _get(config, key, [])
+    if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in value):
+        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be a list of layer numbers."),
+                                key=key)
+    return set(value)
+
+
+def _top_k(config: Mapping[str, Any], experts: int, key: str = "num_experts_per_tok") -> int:
+    top_k = _whole(config, key)
+    if experts and top_k > experts:
+        raise PlannerInputError(f"config.{key}", gettext_noop("each token cannot go to %(top_k)s experts when "
+                                                              "there are %(experts)s."), top_k=top_k,
+                                experts=experts)
+    return top_k
+
+
 def layer_types(config: Mapping[str, Any], layers: int, default: Callable[[int], str]) -> list[str]:
     """Each layer's attention kind ("full_attention" or "sliding_attention"), as the config states it or as
     the family's config class would derive it."""
@@ -107,7 +124,7 @@ def _dense(c: Common, *, bias=False, fused=False, width: int | None = None) -> M
 def _qwen_window(config, layers):
     """Qwen 2/3: a window only with use_sliding_window, on the layers from max_window_layers on."""
     use = _flag(config, "use_sliding_window", False)
-    first = _get(config, "max_window_layers", layers)
+    first = _whole(config, "max_window_layers", layers, zero=True)
     return lambda i: "sliding_attention" if use and i >= first else "full_attention"
 
 
@@ -141,9 +158,9 @@ def _qwen3_moe(config, c):
     kinds = layer_types(config, c.layers, _qwen_window(config, c.layers))
     experts = _whole(config, "num_experts", zero=True)
     step = _whole(config, "decoder_sparse_step", 1)
-    dense_only = set(_get(config, "mlp_only_layers", []))
+    dense_only = _layer_list(config, "mlp_only_layers")
     moe = MlpSpec("moe", _whole(config, "moe_intermediate_size"), num_experts=experts,
-                  top_k=_whole(config, "num_experts_per_tok"))
+                  top_k=_top_k(config, experts))
     out = []
     for i, kind in enumerate(kinds):
         sparse = experts > 0 and i not in dense_only and (i + 1) % step == 0
@@ -155,10 +172,10 @@ def _qwen2_moe(config, c):
     kinds = layer_types(config, c.layers, _qwen_window(config, c.layers))
     experts = _whole(config, "num_experts", zero=True)
     step = _whole(config, "decoder_sparse_step", 1)
-    dense_only = set(_get(config, "mlp_only_layers", []))
+    dense_only = _layer_list(config, "mlp_only_layers")
     shared = _whole(config, "shared_expert_intermediate_size", 0, zero=True)
     moe = MlpSpec("moe", _whole(config, "moe_intermediate_size"), num_experts=experts,
-                  top_k=_whole(config, "num_experts_per_tok"), shared_intermediate=shared, shared_gate=bool(shared))
+                  top_k=_top_k(config, experts), shared_intermediate=shared, shared_gate=bool(shared))
     bias = _flag(config, "qkv_bias", True)
     return [LayerSpec(_gqa(c, config, kind=k, q_bias=bias, kv_bias=bias),
                       moe if experts and i not in dense_only and (i + 1) % step == 0 else _dense(c))
@@ -192,8 +209,8 @@ def _phi3(config, c):
 
 def _mixtral(config, c):
     kind = "sliding_attention" if config.get("sliding_window") else "full_attention"
-    moe = MlpSpec("moe", c.intermediate, num_experts=_whole(config, "num_local_experts"),
-                  top_k=_whole(config, "num_experts_per_tok"))
+    experts = _whole(config, "num_local_experts")
+    moe = MlpSpec("moe", c.intermediate, num_experts=experts, top_k=_top_k(config, experts))
     return [LayerSpec(_gqa(c, config, kind=kind), moe)] * c.layers
 
 
@@ -201,8 +218,9 @@ def _gpt_oss(config, c):
     kinds = layer_types(config, c.layers, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
     bias = _flag(config, "attention_bias", True)
     top_k = config.get("num_experts_per_tok", config.get("experts_per_token", 4))
-    moe = MlpSpec("moe", c.intermediate, num_experts=_whole(config, "num_local_experts"),
-                  top_k=_whole({"num_experts_per_tok": top_k}, "num_experts_per_tok"), router_bias=True,
+    experts = _whole(config, "num_local_experts")
+    moe = MlpSpec("moe", c.intermediate, num_experts=experts,
+                  top_k=_top_k({"num_experts_per_tok": top_k}, experts), router_bias=True,
                   expert_bias=True, experts_hidden_first=True, router_name="router")
     return [LayerSpec(_gqa(c, config, kind=k, q_bias=bias, kv_bias=bias, o_bias=bias, sinks=True), moe)
             for k in kinds]
@@ -221,7 +239,7 @@ def _deepseek(config, c):
     routed = _whole(config, "n_routed_experts", 0, zero=True)
     width = _whole(config, "moe_intermediate_size")
     shared = _whole(config, "n_shared_experts", 0, zero=True) * width
-    moe = MlpSpec("moe", width, num_experts=routed, top_k=_whole(config, "num_experts_per_tok"),
+    moe = MlpSpec("moe", width, num_experts=routed, top_k=_top_k(config, routed),
                   shared_intermediate=shared)
     first_dense = _whole(config, "first_k_dense_replace", 0, zero=True)
     freq = _whole(config, "moe_layer_freq", 1)

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="e.g. q_proj,v_proj or attention, mlp, all-linear; also lm_head, embed_tokens and, "
                              "on a mixture of experts, experts")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
-    parser.add_argument("--precision", choices=[p.replace("_", "-") for p in PRECISIONS] + list(PRECISIONS),
+    parser.add_argument("--precision", choices=list(dict.fromkeys([p.replace("_", "-") for p in PRECISIONS] + list(PRECISIONS))),
                         default="bf16-mixed")
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--micro-batch", type=int, default=1)
@@ -110,7 +110,7 @@ def result_json(engine: str, breakdown: Breakdown, result) -> dict:
     best = result.best
     return {
         "engine": engine,
-        "model": result.spec.name,
+        "model": result.spec.label,
         "peak_bytes_per_device": int(breakdown.peak),
         "peak_measure": "device_used_bytes on the most demanding card generation",
         "peak_phase": breakdown.phase,

@@ -200,6 +200,9 @@ def _float_or_none(config: Mapping[str, Any], key: str) -> float | None:
 
 
 SUPPORTED_FAMILIES: tuple[str, ...] = tuple(FAMILIES) + tuple(TEXT_TOWERS)
+# More decoder layers than any published model has (the largest have about 130): a bound on the work a
+# pasted config can ask for. The module-tree check uses the same bound.
+MAX_LAYERS = 256
 
 
 def model_spec_from_config(config: Any, *, name: str = "") -> ModelSpec:
@@ -238,8 +241,8 @@ def _text_tower(config: Mapping[str, Any], family: str, name: str) -> ModelSpec:
         raise PlannerInputError("config.text_config", gettext_noop("“text_config” must be a JSON object."))
     text = dict(text)
     text["model_type"] = TEXT_TOWERS[family]
+    spec = _read(text, TEXT_TOWERS[family], name)  # the text tower first: its fields are checked there
     vision, note = vision_parameters(family, config)
-    spec = _read(text, TEXT_TOWERS[family], name)
     return dataclasses.replace(spec, extra_frozen_parameters=vision, notes=spec.notes + (note,))
 
 
@@ -249,6 +252,10 @@ def _common(config: Mapping[str, Any], traits) -> tuple[Common, int, int, int]:
     kv_heads = _int(config, "num_key_value_heads", default=heads)
     vocab = _int(config, "vocab_size")
     layers = _int(config, "num_hidden_layers")
+    if layers > MAX_LAYERS:  # checked before any reader lists the layers: a pasted config must stay cheap
+        raise PlannerInputError("config.num_hidden_layers", gettext_noop("“num_hidden_layers” must be a whole "
+                                                                         "number from 1 to %(most)s."),
+                                most=MAX_LAYERS)
     intermediate = _int(config, "intermediate_size", required=traits.needs_intermediate)
     max_positions = _int(config, "max_position_embeddings")
     if traits.head_dim_required:
@@ -316,6 +323,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise PlannerInputError("config", f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, "
                                           f"column {exc.colno}.") from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, or nesting too deep
+        raise PlannerInputError("config", f"{path} cannot be read as a config ({exc.__class__.__name__}: "
+                                          f"{str(exc)[:120] or 'nested too deeply'}).") from None
     if not isinstance(data, dict):
         raise PlannerInputError("config", f"{path} holds a JSON {type(data).__name__}, not an object.")
     return data

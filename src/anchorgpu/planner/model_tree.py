@@ -20,9 +20,9 @@ from anchorgpu.messages import gettext_noop
 from .architectures import FAMILIES, TEXT_TOWERS
 from .errors import PlannerInputError
 from .layer_spec import layer_tensors
-from .model_spec import ModelSpec, model_spec_from_config
+from .model_spec import MAX_LAYERS, ModelSpec, model_spec_from_config
 
-MAX_TREE_LAYERS = 256
+MAX_TREE_LAYERS = MAX_LAYERS
 
 
 def build_config(config: Mapping[str, Any]):

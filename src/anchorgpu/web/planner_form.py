@@ -136,7 +136,7 @@ class PlannerForm(forms.Form):
             return None
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the JSON reader goes
             raise forms.ValidationError(_("This is not valid JSON.")) from None
         if not isinstance(data, dict):
             raise forms.ValidationError(_("A config.json is a JSON object."))
