@@ -63,7 +63,8 @@ def _whole(config: Mapping[str, Any], key: str, default: int | None = None, *, z
     return value
 
 
-def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
+def flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A true/false field of ``config`` (``default`` when absent or null); anything else is refused."""
     value = config.get(key, default)
     if value is None:
         return default
@@ -123,14 +124,14 @@ def _dense(c: Common, *, bias=False, fused=False, width: int | None = None) -> M
 
 def _qwen_window(config, layers):
     """Qwen 2/3: a window only with use_sliding_window, on the layers from max_window_layers on."""
-    use = _flag(config, "use_sliding_window", False)
+    use = flag(config, "use_sliding_window", False)
     first = _whole(config, "max_window_layers", layers, zero=True)
     return lambda i: "sliding_attention" if use and i >= first else "full_attention"
 
 
 def _llama(config, c):
-    bias = _flag(config, "attention_bias", False)
-    mlp = _dense(c, bias=_flag(config, "mlp_bias", False))
+    bias = flag(config, "attention_bias", False)
+    mlp = _dense(c, bias=flag(config, "mlp_bias", False))
     return [LayerSpec(_gqa(c, config, q_bias=bias, kv_bias=bias, o_bias=bias), mlp)] * c.layers
 
 
@@ -145,7 +146,7 @@ def _qwen2(config, c):
 
 
 def _qwen3_attention(config, c, kind):
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     return _gqa(c, config, kind=kind, q_bias=bias, kv_bias=bias, o_bias=bias, q_norm=c.head_dim, k_norm=c.head_dim)
 
 
@@ -176,26 +177,26 @@ def _qwen2_moe(config, c):
     shared = _whole(config, "shared_expert_intermediate_size", 0, zero=True)
     moe = MlpSpec("moe", _whole(config, "moe_intermediate_size"), num_experts=experts,
                   top_k=_top_k(config, experts), shared_intermediate=shared, shared_gate=bool(shared))
-    bias = _flag(config, "qkv_bias", True)
+    bias = flag(config, "qkv_bias", True)
     return [LayerSpec(_gqa(c, config, kind=k, q_bias=bias, kv_bias=bias),
                       moe if experts and i not in dense_only and (i + 1) % step == 0 else _dense(c))
             for i, k in enumerate(kinds)]
 
 
 def _gemma(config, c):
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     return [LayerSpec(_gqa(c, config, q_bias=bias, kv_bias=bias, o_bias=bias), _dense(c))] * c.layers
 
 
 def _gemma2(config, c):
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     kinds = layer_types(config, c.layers, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
     return [LayerSpec(_gqa(c, config, kind=k, q_bias=bias, kv_bias=bias, o_bias=bias), _dense(c),
                       norm_names=GEMMA_NORMS) for k in kinds]
 
 
 def _gemma3(config, c):
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     pattern = _whole(config, "sliding_window_pattern", 6)
     kinds = layer_types(config, c.layers, lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
     return [LayerSpec(_gqa(c, config, kind=k, q_bias=bias, kv_bias=bias, o_bias=bias, q_norm=c.head_dim,
@@ -216,7 +217,7 @@ def _mixtral(config, c):
 
 def _gpt_oss(config, c):
     kinds = layer_types(config, c.layers, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
-    bias = _flag(config, "attention_bias", True)
+    bias = flag(config, "attention_bias", True)
     top_k = config.get("num_experts_per_tok", config.get("experts_per_token", 4))
     experts = _whole(config, "num_local_experts")
     moe = MlpSpec("moe", c.intermediate, num_experts=experts,
@@ -232,7 +233,7 @@ def _deepseek(config, c):
     q_rank = config.get("q_lora_rank")
     if q_rank is not None:
         q_rank = _whole(config, "q_lora_rank")
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     attention = AttentionSpec("mla", c.heads, c.heads, nope + rope, _whole(config, "v_head_dim"), q_bias=bias,
                               kv_bias=bias, o_bias=bias, q_lora_rank=q_rank,
                               kv_lora_rank=_whole(config, "kv_lora_rank"), qk_rope_head_dim=rope)
@@ -248,7 +249,7 @@ def _deepseek(config, c):
 
 
 def _olmo2(config, c):
-    bias = _flag(config, "attention_bias", False)
+    bias = flag(config, "attention_bias", False)
     attention = _gqa(c, config, q_bias=bias, kv_bias=bias, o_bias=bias, q_norm=c.heads * c.head_dim,
                      k_norm=c.kv_heads * c.head_dim)
     return [LayerSpec(attention, _dense(c), norm_names=OLMO2_NORMS)] * c.layers

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from anchorgpu.messages import gettext_noop
 
-from .architectures import FAMILIES, GEMMA_NORMS, TEXT_TOWERS, Common
+from .architectures import FAMILIES, GEMMA_NORMS, TEXT_TOWERS, Common, flag
 from .errors import PlannerInputError
 from .layer_spec import AttentionSpec, LayerSpec, MlpSpec, layer_tensors
 
@@ -179,16 +179,6 @@ def _int(config: Mapping[str, Any], key: str, *, default: int | None = None, req
     return value
 
 
-def _bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = config.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise PlannerInputError(f"config.{key}", gettext_noop("“%(key)s” must be true or false, not %(value)s."),
-                                key=key, value=repr(value))
-    return value
-
-
 def _float_or_none(config: Mapping[str, Any], key: str) -> float | None:
     value = config.get(key)
     if value is None:
@@ -294,7 +284,7 @@ def _read(config: Mapping[str, Any], family: str, name: str) -> ModelSpec:
         family=family, vocab_size=vocab, hidden_size=common.hidden, num_layers=common.layers,
         num_heads=common.heads, num_kv_heads=first.attention.num_kv_heads, head_dim=head_dim,
         intermediate_size=dense.intermediate_size, max_position_embeddings=max_positions,
-        tie_word_embeddings=_bool(config, "tie_word_embeddings", traits.tie),
+        tie_word_embeddings=flag(config, "tie_word_embeddings", traits.tie),
         norm_kind=traits.norm, norms_per_layer=first.norms, mlp_kind=traits.mlp_act,
         qkv_bias=first.attention.q_bias, o_bias=first.attention.o_bias, mlp_bias=dense.bias,
         # transformers runs Gemma 2 with soft-capping in eager attention (SDPA cannot soft-cap).
