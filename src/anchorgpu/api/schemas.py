@@ -16,8 +16,23 @@ from anchorgpu.payments.evaluation import PaymentStatus
 from anchorgpu.payments.models import ClaimCheck as ClaimCheckRow
 from anchorgpu.web.checkout_form import MAX_KEYS_TEXT, CheckoutForm
 
-from .fields import (Flag, MaybeMoney, MaybeTime, Moment, Money, Slug, Slugs, Text, Time, TxId, Units, Whole,
-                     documented, lines_type, slug)
+from .fields import (
+    Flag,
+    MaybeMoney,
+    MaybeTime,
+    Moment,
+    Money,
+    Slug,
+    Slugs,
+    Text,
+    Time,
+    TxId,
+    Units,
+    Whole,
+    documented,
+    lines_type,
+    slug,
+)
 
 PURPOSES = [value for value, _label in PURPOSE_CHOICES]
 _TERM = {"enum": list(TERM_DAYS), "description": "Term in days."}
