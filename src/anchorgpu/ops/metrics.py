@@ -2,7 +2,7 @@
 
 Request latency is measured in the server process that answered (one histogram
 per view, method and status class), and so are the requests in flight and the
-garbage collector's pauses (``gc_tuning``). Under gunicorn, with several
+garbage collector's pauses (``gc_pauses``). Under gunicorn, with several
 processes, prometheus-client's multiprocess mode adds them up over every
 process: ``PROMETHEUS_MULTIPROC_DIR`` names a folder where each process writes
 its figures (``anchorgpu.gunicorn_conf`` sets and empties it, see
