@@ -140,7 +140,6 @@ INSTALLED_APPS = [
     "anchorgpu.billing",
     "anchorgpu.simulations",
     "anchorgpu.pilotreports",
-    "anchorgpu.planner_pages",
     "anchorgpu.ops",
     "anchorgpu.web",
 ]

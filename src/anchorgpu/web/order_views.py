@@ -28,7 +28,6 @@ from anchorgpu.payments.claim_check import claim_check_after_claim, describe, la
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
 from anchorgpu.payments.uri import payment_uri, qr_svg
-from anchorgpu.planner_pages.run_plans import plan_at_checkout
 
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
@@ -36,6 +35,7 @@ from .forms import checked_start
 from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
+from .run_plans import plan_at_checkout
 from .saved_keys import saved_keys_keep
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
