@@ -37,7 +37,9 @@ def test_amount_due_refuses_nonsense(quoted, confirmed):
 
 
 def test_only_an_order_awaiting_payment_may_be_cancelled():
-    assert [s for s in S if rules.may_cancel(s)] == [S.AWAITING_PAYMENT]
+    assert [s for s in S if rules.may_cancel(s, transfer_recorded=False)] == [S.AWAITING_PAYMENT]
+    assert rules.cancel_refusal(S.AWAITING_PAYMENT, transfer_recorded=True) == rules.CANCEL_TRANSFER_RECORDED
+    assert rules.cancel_refusal(S.PAYMENT_CLAIMED, transfer_recorded=False) == rules.CANCEL_WRONG_STATE
     for state in rules.CANCELLABLE:  # the transition table agrees
         assert S.CANCELLED in TRANSITIONS[state]
 

@@ -45,9 +45,24 @@ def may_pay(state: OrderState | str) -> bool:
     return _state(state) in PAYABLE
 
 
-def may_cancel(state: OrderState | str) -> bool:
+# Why a cancellation is refused: the state, or money already on its way to the order.
+CANCEL_WRONG_STATE = "state"
+CANCEL_TRANSFER_RECORDED = "transfer"
+
+
+def cancel_refusal(state: OrderState | str, *, transfer_recorded: bool) -> str | None:
+    """Why the order may not be cancelled (a CANCEL_ code), or None when it may: only before payment, and
+    only while no transfer (confirmed or not) is recorded for it (that one is refunded instead)."""
+    if _state(state) not in CANCELLABLE:
+        return CANCEL_WRONG_STATE
+    if transfer_recorded:
+        return CANCEL_TRANSFER_RECORDED
+    return None
+
+
+def may_cancel(state: OrderState | str, *, transfer_recorded: bool) -> bool:
     """Whether the customer may cancel the order (and release its cards)."""
-    return _state(state) in CANCELLABLE
+    return cancel_refusal(state, transfer_recorded=transfer_recorded) is None
 
 
 # Why "I've paid" is refused: the state does not take a claim, or the quote's time is over.
