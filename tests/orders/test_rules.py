@@ -79,3 +79,15 @@ def test_refund_address_is_asked_wherever_money_could_go_back():
     assert rules.wants_refund_address(S.EXPIRED, refund_due=False, received=1)
     assert not rules.wants_refund_address(S.AWAITING_PAYMENT, refund_due=False, received=5)
     assert not rules.wants_refund_address(S.COMPLETED, refund_due=False, received=5)
+
+
+def test_the_rules_import_without_django():
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport anchorgpu.orders.rules\n"
+            "print(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
