@@ -46,11 +46,11 @@ their messages) are never kept: ``answer(..., keep=...)`` says which values are.
 A cached answer costs one round trip to PostgreSQL, the snapshot query, which also serves as the
 connection's health check (``_snapshot``), and is sent straight through libpq where queries are not
 recorded. Both lean on Django's internals, and issue 22 measured why they stay: done with public APIs only
-(a cursor, and Django's own health check before it) a cached answer cost two transactions instead of one,
-and the catalog's throughput fell from 57–62 % of bench/load.py's ceiling to 31–43 % in runs side by side
-(docs/benchmarks.md, "Issue 22: load before and after"). Each thread reads its own snapshot: sharing one
-read between the threads that ask at the same moment (``SharedReads``, removed in issue 22) saved
-PostgreSQL queries but no throughput measurable side by side.
+(a cursor, and Django's own health check before it) a cached answer cost 1.6–2.0 database transactions
+instead of 0.7–1.0, and the catalog's throughput fell from 55–62 % of bench/load.py's ceiling to 31–43 % in
+two rounds of runs side by side (docs/benchmarks.md, "Issue 22: load before and after"). Each thread reads
+its own snapshot: sharing one read between the threads that ask at the same moment (``SharedReads``,
+removed in issue 22) saved PostgreSQL queries but no throughput measurable side by side.
 
 When it is off
 --------------
