@@ -125,9 +125,9 @@ def test_a_retirement_and_a_booking_at_once_never_both_succeed():
         p = f.product()
         h = f.host(p, cards=1)
         start = f.now_minute() + timedelta(hours=1)
-        jobs = [lambda: allocation.hold_place(product=p, quantity=1, start=start, term_days=3,
-                                              reference=f"RACE-{round_}"),
-                lambda: host_update(host=Host.objects.get(pk=h.pk), actor="ops", changes={"status": "retired"})]
+        jobs = [lambda p=p, start=start, ref=f"RACE-{round_}": allocation.hold_place(
+                    product=p, quantity=1, start=start, term_days=3, reference=ref),
+                lambda pk=h.pk: host_update(host=Host.objects.get(pk=pk), actor="ops", changes={"status": "retired"})]
         (hold_outcome, hold), (retire_outcome, retired) = run_together(jobs)
         h.refresh_from_db()
         assert {hold_outcome, retire_outcome} == {"granted", "refused"}, (hold, retired)

@@ -28,8 +28,8 @@ from . import notify, rules
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
 from .models import Order, OrderKey, new_reference
 from .ssh_keys import PublicKey
-from .term_slide import placement_reach
 from .states import OrderState
+from .term_slide import placement_reach
 from .transitions import order_lock, order_transition
 
 

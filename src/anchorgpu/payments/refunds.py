@@ -31,8 +31,8 @@ from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
-from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders import notify, rules
+from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.queue import REFUND_CHECK_FAILED
