@@ -140,6 +140,7 @@ INSTALLED_APPS = [
     "anchorgpu.billing",
     "anchorgpu.simulations",
     "anchorgpu.pilotreports",
+    "anchorgpu.planner_pages",
     "anchorgpu.ops",
     "anchorgpu.web",
 ]

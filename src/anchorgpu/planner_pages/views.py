@@ -1,6 +1,6 @@
 """The planner page: the analytic estimate at once, and every card and quantity
 of the catalog with whether the step fits, its price, and a link to checkout.
-From there a simulation can be queued (``simulation_views``)."""
+From there a simulation can be queued (``simulations.views``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from anchorgpu.planner.setup import setup_from_mapping
 from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.shop_offers import shop_offers
 
-from .planner_form import PlannerForm
+from .form import PlannerForm
 from .run_plans import run_context, run_size
 
 COMPONENT_LABELS = {"weights": gettext_lazy("Weights"), "gradients": gettext_lazy("Gradients"),
@@ -140,4 +140,4 @@ def planner(request):
                            simulation_refusal=_(refusal) if refusal else simulation_unavailable())
     elif form.is_bound:
         status = 400
-    return render(request, "web/planner.html", context, status=status)
+    return render(request, "planner_pages/planner.html", context, status=status)
