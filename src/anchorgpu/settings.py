@@ -42,9 +42,6 @@ ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per li
 ANCHORGPU_CATALOG_CACHE                  "0" turns off the exact cache of the catalog's and offers API's answers (on by
                                          default; PostgreSQL only: keyed on the database snapshot, the second and the
                                          query, see anchorgpu.catalog.answer_cache; always off on SQLite)
-ANCHORGPU_GC_TUNING                      "0" leaves Python's garbage collector as it is in the WSGI server processes (on
-                                         by default: the loaded code frozen out of collections, fewer collections;
-                                         see anchorgpu.ops.gc_tuning)
 ANCHORGPU_BENCH_CEILING                  "1" mounts the load test's bare view at /bench/ceiling (bench/load.py sets
                                          it; never mounted in production)
 """
@@ -112,7 +109,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # A checkout sent with a stale token comes back as the checkout, saying so (web.checkout_refusals).
-CSRF_FAILURE_VIEW = "anchorgpu.web.checkout_refusals.csrf_failure"
+CSRF_FAILURE_VIEW = "anchorgpu.web.checkout_csrf.csrf_failure"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = _whole("ANCHORGPU_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
@@ -321,7 +318,6 @@ ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 # The catalog's answers, cached per process under the PostgreSQL snapshot, the second and the query: exact
 # (anchorgpu.catalog.answer_cache); never used on SQLite.
 ANCHORGPU_CATALOG_CACHE = _flag("ANCHORGPU_CATALOG_CACHE", default=True)
-ANCHORGPU_GC_TUNING = _flag("ANCHORGPU_GC_TUNING", default=True)
 # bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
 ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

@@ -16,6 +16,7 @@ from anchorgpu.catalog.models import Environment, Option, Product
 from anchorgpu.payments.selectors import assets_accepted
 
 from . import schemas as s
+from .app import api
 
 JSON = "application/json"
 SCHEME = "bearerAuth"
@@ -55,8 +56,6 @@ def _operation(op: dict) -> None:
 
 
 def openapi(catalog: dict[str, list[str]] | None = None) -> dict:
-    from .urls import api
-
     doc = copy.deepcopy(dict(api.get_openapi_schema(path_prefix="")))
     for item in doc["paths"].values():
         for op in item.values():

@@ -18,6 +18,7 @@ from ninja import Router, Status
 
 from anchorgpu.ops.ratelimit import rate_take
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.selectors import order_for_customer
 from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim
 from anchorgpu.payments.services import payment_claim
@@ -54,10 +55,7 @@ _LOCATION = {"Location": {"schema": {"type": "string"}}}
 
 
 def _own_order(request, reference: str) -> Order:
-    order = None
-    if _REFERENCE.match(reference):
-        order = (Order.objects.select_related("product", "environment", "quote__asset")
-                 .filter(reference=reference, user=request.api_user).first())
+    order = order_for_customer(user=request.api_user, reference=reference) if _REFERENCE.match(reference) else None
     if order is None:
         raise BodyError(api_error(404, "not_found", _("You have no order with that reference.")))
     return order

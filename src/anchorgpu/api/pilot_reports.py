@@ -14,8 +14,8 @@ from ninja import Router, Status
 
 from anchorgpu.pilot.report_schema import MAX_REPORT_BYTES, ReportRejected
 from anchorgpu.pilotreports.models import PilotReport
+from anchorgpu.pilotreports.rejections import rejection_text
 from anchorgpu.pilotreports.services import report_store, reports_of
-from anchorgpu.web.report_reasons import rejection_text
 from anchorgpu.web.responses import api_error
 
 from . import answers

@@ -10,29 +10,12 @@ from __future__ import annotations
 from django.urls import path
 from django.utils import translation
 from django.utils.translation import gettext as _
-from ninja import NinjaAPI
 from ninja.utils import replace_path_param_notation
 
 from anchorgpu.web.responses import api_error
 
-from . import catalog, errors, openapi, orders, pilot_reports
-from .body import JsonParser
-
-ROUTERS = (catalog.router, orders.router, pilot_reports.router)
-
-
-class Api(NinjaAPI):
-    def get_content_type(self) -> str:
-        return "application/json"
-
-
-api = Api(title="AnchorGPU API", version="1.0.0", urls_namespace="api-v1", openapi_url=None, docs_url=None,
-          servers=[{"url": "/api/v1"}], parser=JsonParser(),
-          description="Fixed-term GPU rental: the live catalog, price quotes and orders paid by crypto transfer. "
-                      "Errors are always {\"error\": {\"code\", \"message\", \"fields\"}}.")
-errors.install(api)
-for router in ROUTERS:
-    api.add_router("", router)
+from . import openapi
+from .app import ROUTERS, api
 
 
 def _methods() -> dict[str, set[str]]:

@@ -16,9 +16,8 @@ from django.views.decorators.http import require_http_methods
 from anchorgpu.pilot.report_schema import MAX_REPORT_BYTES, ReportRejected
 from anchorgpu.pilot.summary import memory_svg, step_time_svg
 from anchorgpu.pilotreports.models import PilotReport
+from anchorgpu.pilotreports.rejections import rejection_text
 from anchorgpu.pilotreports.services import report_store, report_summary, reports_of
-
-from anchorgpu.web.report_reasons import rejection_text
 
 
 class ReportUploadForm(forms.Form):

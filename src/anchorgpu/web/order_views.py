@@ -170,7 +170,7 @@ def _checkout_page(request, form: CheckoutForm, product: Product, *, status: int
 
 def checkout_again(request, *, slug: str, query, status: int, error: str):
     """A fresh checkout (a new CSRF token) with the choice in ``query`` and ``error`` on top: for a form that
-    could not be read as sent (web.checkout_refusals.csrf_failure)."""
+    could not be read as sent (web.checkout_csrf.csrf_failure)."""
     product = Product.objects.filter(slug=slug, is_active=True).first()
     if product is None:
         raise Http404("no such product")
