@@ -15,15 +15,16 @@ ANCHORGPU_ACCESS_MINUTES                 how long access preparation may take: a
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
-ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the chain);
-                                         unset: the active staff users' addresses
+ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the
+                                         chain); unset: the active staff users' addresses
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console; refused in
                                          production)
 ANCHORGPU_EMAIL_DISABLED                 "1": send no e-mail at all and log none (production needs this or an SMTP host)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
-ANCHORGPU_WATCH_URL_<CODE>               node/explorer URL for one asset (code upper-cased, "-" as "_"); overrides the admin
+ANCHORGPU_WATCH_URL_<CODE>               node/explorer URL for one asset (code upper-cased, "-" as "_"); overrides the
+                                         admin
 ANCHORGPU_WATCH_TIMEOUT                  seconds one chain read may take in the worker (10)
 ANCHORGPU_WATCH_CLAIM_TIMEOUT            seconds checking a pasted hash may take during "I've paid" (5)
 ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while catching up (500)
@@ -99,7 +100,11 @@ if PRODUCTION:
     except ProductionSettingsError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+    if h.strip()
+]
 
 # Browser-side protections, everywhere; the ones that need TLS, in production.
 X_FRAME_OPTIONS = "DENY"

@@ -3,7 +3,7 @@ decimal string, crypto amounts are whole base units as strings, times are UTC IS
 
 from __future__ import annotations
 
-from datetime import timezone as dt_timezone
+from datetime import UTC
 
 from django.urls import reverse
 
@@ -19,7 +19,7 @@ from .due import units_due
 
 
 def iso(moment) -> str | None:
-    return moment.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z") if moment else None
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
 
 def _price_lines(price) -> dict:

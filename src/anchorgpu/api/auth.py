@@ -4,7 +4,7 @@ always made them (the order's owner, the rate limit, the Idempotency-Key, unknow
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from django.utils.translation import gettext as _
 from ninja.security.http import HttpAuthBase

@@ -7,7 +7,7 @@ for one mistake (``documented``)."""
 
 from __future__ import annotations
 
-from datetime import timezone as dt_timezone
+from datetime import UTC
 from typing import Annotated, Any
 
 from django.utils.dateparse import parse_datetime
@@ -100,7 +100,7 @@ def _moment(value):
     try:
         moment = parse_datetime(value.strip()) if len(value) <= 40 else None
         if moment is not None and moment.tzinfo is not None:
-            moment = moment.astimezone(dt_timezone.utc)
+            moment = moment.astimezone(UTC)
     except (ValueError, OverflowError):
         moment = None
     if moment is None:

@@ -39,7 +39,7 @@ router = Router()
 
 # 60, not 64: the service stores it with an "api-" prefix in a 64-character column.
 KEY_MAX = 60
-KEY_PATTERN = "^[!-~]{1,%d}$" % KEY_MAX  # visible ASCII, no spaces
+KEY_PATTERN = f"^[!-~]{{1,{KEY_MAX}}}$"  # visible ASCII, no spaces
 _IDEMPOTENCY_KEY = re.compile(KEY_PATTERN)
 _REFERENCE_PATTERN = "^[A-Za-z0-9-]{1,20}$"
 _REFERENCE = re.compile(_REFERENCE_PATTERN)

@@ -69,8 +69,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import Callable, Hashable, TypeVar
+from typing import TypeVar
 
 import psycopg
 from django.conf import settings
@@ -126,7 +127,7 @@ class AnswerCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def claim(self, key: Hashable) -> tuple[bool, object, "_Computation | None"]:
+    def claim(self, key: Hashable) -> tuple[bool, object, _Computation | None]:
         """(found, value, event): the value if cached; else an event, set when the thread computing
         ``key`` is done (None when this thread is to compute it, and must call ``release``)."""
         with self._lock:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin, messages
@@ -236,7 +235,7 @@ class UTCSplitDateTimeField(forms.SplitDateTimeField):
                 raise ValidationError(self.error_messages["invalid_date"], code="invalid_date")
             if data_list[1] in self.empty_values:
                 raise ValidationError(self.error_messages["invalid_time"], code="invalid_time")
-            return datetime.combine(*data_list).replace(tzinfo=dt_timezone.utc)
+            return datetime.combine(*data_list).replace(tzinfo=UTC)
         return None
 
 

@@ -9,9 +9,9 @@ Maintenance windows are ``allocation.services.host_enter_maintenance``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import transaction

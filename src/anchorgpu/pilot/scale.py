@@ -240,7 +240,7 @@ def main(argv: list[str], out=None, err=None) -> int:
     except PilotInputError as exc:
         print(f"anchorgpu pilot scale: {exc}", file=err)
         return 2
-    started_at = dt.datetime.now(dt.timezone.utc)
+    started_at = dt.datetime.now(dt.UTC)
     results: list[dict] = []
     threads, cores = cpu_threads(settings)
     warnings = []

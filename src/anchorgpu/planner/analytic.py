@@ -229,7 +229,7 @@ class _Phase:
         self.name = name
         self.parts: list[tuple[str, str, float]] = []
 
-    def add(self, component: str, what: str, amount: float) -> "_Phase":
+    def add(self, component: str, what: str, amount: float) -> _Phase:
         if amount:
             self.parts.append((component, what, amount))
         return self
@@ -596,8 +596,11 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
         weights = f"frozen {'fp32' if setup.precision == 'fp32' else 'bf16'} base weights, " \
                   f"{setup.adapter_dtype} adapters"
     elif setup.method == "qlora":
-        weights = f"frozen NF4 base weights ({nf4_bytes_per_param(setup) * 8:.3f} bits each{' with double quantisation' if setup.double_quant else ''}), " \
-                  f"bf16 embeddings, head and norms, {setup.adapter_dtype} adapters"
+        weights = (
+            f"frozen NF4 base weights ({nf4_bytes_per_param(setup) * 8:.3f} bits each"
+            f"{' with double quantisation' if setup.double_quant else ''}), "
+            f"bf16 embeddings, head and norms, {setup.adapter_dtype} adapters"
+        )
     notes = [
         f"Weights: {weights}" + ("; autocast keeps a bf16 copy of each trainable fp32 weight from the forward "
                                   "to that weight's backward." if dtypes.autocast else "."),

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from anchorgpu.i18n import message
+from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import not_simulable
@@ -19,7 +20,6 @@ from anchorgpu.planner.model_tree import spec_from_any_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.recommend import GB, plan
 from anchorgpu.planner.setup import setup_from_mapping
-from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.shop_offers import shop_offers
 
 from .form import PlannerForm

@@ -23,12 +23,11 @@ from anchorgpu.planner.measured import MeasuredSteps, not_simulable
 from anchorgpu.planner.recommend import GB, card_counts
 from anchorgpu.planner.setup import setup_from_mapping
 from anchorgpu.planner.shop_offers import shop_offers
+from anchorgpu.planner_pages.form import PlannerForm
+from anchorgpu.planner_pages.views import COMPONENT_LABELS, model_source, results_context, spec_from_source
 from anchorgpu.simulations.availability import simulation_unavailable
 from anchorgpu.simulations.models import SimulationJob
 from anchorgpu.simulations.services import SimulationRefused, job_submit, queue_position, requester_digest
-
-from anchorgpu.planner_pages.form import PlannerForm
-from anchorgpu.planner_pages.views import COMPONENT_LABELS, model_source, results_context, spec_from_source
 
 POLL_SECONDS = 2
 
