@@ -195,7 +195,7 @@ class EvmWatcher(Watcher):
         answers = self.rpc.many([("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
                                 + [("eth_getTransactionReceipt", [txid]) for txid in txids])
         refs = {}
-        for number, header in zip(numbers, answers, strict=True):
+        for number, header in zip(numbers, answers[:len(numbers)], strict=True):
             if header is None:
                 raise self.rpc.fail(f"block {number} is missing")
             refs[number] = self._read(f"block {number}", _block_ref, header)
