@@ -15,7 +15,7 @@ ANVIL_VERSION := 1.7.1
 ANVIL_PACKAGE ?= @foundry-rs/anvil-linux-amd64
 ANVIL_STAMP := $(TOOLS)/.installed-anvil-$(ANVIL_VERSION)
 
-.PHONY: serve test test-sqlite test-postgres bench clean catalogs anvil
+.PHONY: serve test test-sqlite test-postgres lint bench clean catalogs anvil
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ serve: $(VENV)/.installed catalogs
 	$(BIN)/anchorgpu serve --port $(PORT)
 
 test: anvil test-sqlite test-postgres
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src/
 
 test-sqlite: $(VENV)/.installed-test catalogs anvil
 	$(BIN)/pytest

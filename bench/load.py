@@ -155,7 +155,7 @@ def _free_port() -> int:
 
 
 def _start_server(args, env: dict, log_path: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "gunicorn", "anchorgpu.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:anchorgpu.gunicorn_conf", "anchorgpu.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
                "--worker-class", "gthread", "--workers", str(args.workers), "--threads", str(args.threads),
                "--keep-alive", "30", "--timeout", "60", "--graceful-timeout", "5", "--log-level", "warning"]
     log = open(log_path, "wb")

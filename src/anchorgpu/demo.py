@@ -34,12 +34,25 @@ PRODUCTS = [
 
 ENVIRONMENTS = [
     ("pytorch-cuda124", gettext_noop("PyTorch 2.5 · CUDA 12.4 · Ubuntu 22.04"), "cuda", "anchorgpu/pytorch:2.5-cu124"),
-    ("pytorch-cuda128", gettext_noop("PyTorch 2.7 · CUDA 12.8 (Blackwell-ready) · Ubuntu 24.04"), "blackwell",
-     "anchorgpu/pytorch:2.7-cu128"),
+    (
+        "pytorch-cuda128",
+        gettext_noop("PyTorch 2.7 · CUDA 12.8 (Blackwell-ready) · Ubuntu 24.04"),
+        "blackwell",
+        "anchorgpu/pytorch:2.7-cu128",
+    ),
     ("pytorch-rocm63", gettext_noop("PyTorch 2.7 · ROCm 6.3 · Ubuntu 22.04"), "rocm", "anchorgpu/pytorch:2.7-rocm6.3"),
-    ("bare-cuda", gettext_noop("Ubuntu 22.04 with the NVIDIA driver and CUDA toolkit only"), "cuda",
-     "anchorgpu/base:cuda-12.4"),
-    ("bare-rocm", gettext_noop("Ubuntu 22.04 with the ROCm driver and runtime only"), "rocm", "anchorgpu/base:rocm-6.3"),
+    (
+        "bare-cuda",
+        gettext_noop("Ubuntu 22.04 with the NVIDIA driver and CUDA toolkit only"),
+        "cuda",
+        "anchorgpu/base:cuda-12.4",
+    ),
+    (
+        "bare-rocm",
+        gettext_noop("Ubuntu 22.04 with the ROCm driver and runtime only"),
+        "rocm",
+        "anchorgpu/base:rocm-6.3",
+    ),
 ]
 
 OPTIONS = [
@@ -103,7 +116,7 @@ def load_price_list(products: dict[str, Product]) -> PriceList:
     options = {o.slug: o for o in Option.objects.all()}
     OptionPrice.objects.bulk_create([
         OptionPrice(price_list=price_list, option=options[slug], term_days=days, price=Decimal(amount))
-        for slug, _n, _d, _p, amounts in OPTIONS for days, amount in zip((3, 7, 30), amounts)])
+        for slug, _n, _d, _p, amounts in OPTIONS for days, amount in zip((3, 7, 30), amounts, strict=True)])
     return price_list
 
 

@@ -9,7 +9,8 @@ message to a person renders it with their translation function
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def gettext_noop(text: str) -> str:

@@ -62,8 +62,16 @@ def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, 
     return found
 
 
-def check(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
-          email_disabled: bool = False, behind_proxy: bool = False, client_address_from_proxy: str | None = "0") -> None:
+def check(
+    *,
+    secret_key: str | None,
+    debug: bool,
+    allowed_hosts: str | None,
+    email_host: str | None = None,
+    email_disabled: bool = False,
+    behind_proxy: bool = False,
+    client_address_from_proxy: str | None = "0",
+) -> None:
     found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts, email_host=email_host,
                      email_disabled=email_disabled, behind_proxy=behind_proxy,
                      client_address_from_proxy=client_address_from_proxy)

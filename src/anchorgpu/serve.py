@@ -7,6 +7,9 @@ Linux the kernel stops it too if the server dies without cleaning up (``PR_SET_P
 
 Links in emails are built from ``ANCHORGPU_SITE_URL``; unless the operator set it, ``site_url_default`` makes
 it the address this server listens on, so a shop served on port 8001 sends links to port 8001.
+
+One process answers, so its metrics are counted in memory. If ``PROMETHEUS_MULTIPROC_DIR`` is set anyway, the
+folder is emptied before the shop is loaded, so a previous run's counts are not added to this one's.
 """
 
 from __future__ import annotations
@@ -93,6 +96,14 @@ def run(*, host: str, port: int, threads: int, worker: bool, worker_interval: fl
     """Serve the shop (Django is set up and the database prepared) with the worker beside it."""
     from waitress.server import create_server
 
+    from anchorgpu.ops import metrics_dir
+
+    try:
+        if metrics_dir.configured() is not None:  # before prometheus-client is imported with the shop
+            metrics_dir.empty(metrics_dir.configured())
+    except metrics_dir.MetricsDirError as exc:
+        print(f"anchorgpu serve: {exc}", file=sys.stderr)
+        return 2
     from anchorgpu.wsgi import application
 
     server = create_server(application, host=host, port=port, threads=threads, ident="anchorgpu")

@@ -15,15 +15,16 @@ ANCHORGPU_ACCESS_MINUTES                 how long access preparation may take: a
 ANCHORGPU_SITE_URL                       the shop's public address, for links in emails
 ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public test deposit keys (serve sets it)
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
-ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the chain);
-                                         unset: the active staff users' addresses
+ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the
+                                         chain); unset: the active staff users' addresses
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console; refused in
                                          production)
 ANCHORGPU_EMAIL_DISABLED                 "1": send no e-mail at all and log none (production needs this or an SMTP host)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
-ANCHORGPU_WATCH_URL_<CODE>               node/explorer URL for one asset (code upper-cased, "-" as "_"); overrides the admin
+ANCHORGPU_WATCH_URL_<CODE>               node/explorer URL for one asset (code upper-cased, "-" as "_"); overrides the
+                                         admin
 ANCHORGPU_WATCH_TIMEOUT                  seconds one chain read may take in the worker (10)
 ANCHORGPU_WATCH_CLAIM_TIMEOUT            seconds checking a pasted hash may take during "I've paid" (5)
 ANCHORGPU_WATCH_MAX_BLOCKS               blocks one poll scans at most while catching up (500)
@@ -42,9 +43,6 @@ ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per li
 ANCHORGPU_CATALOG_CACHE                  "0" turns off the exact cache of the catalog's and offers API's answers (on by
                                          default; PostgreSQL only: keyed on the database snapshot, the second and the
                                          query, see anchorgpu.catalog.answer_cache; always off on SQLite)
-ANCHORGPU_GC_TUNING                      "0" leaves Python's garbage collector as it is in the WSGI server processes (on
-                                         by default: the loaded code frozen out of collections, fewer collections;
-                                         see anchorgpu.ops.gc_tuning)
 ANCHORGPU_BENCH_CEILING                  "1" mounts the load test's bare view at /bench/ceiling (bench/load.py sets
                                          it; never mounted in production)
 """
@@ -102,7 +100,11 @@ if PRODUCTION:
     except ProductionSettingsError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ANCHORGPU_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+    if h.strip()
+]
 
 # Browser-side protections, everywhere; the ones that need TLS, in production.
 X_FRAME_OPTIONS = "DENY"
@@ -112,7 +114,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 # A checkout sent with a stale token comes back as the checkout, saying so (web.checkout_refusals).
-CSRF_FAILURE_VIEW = "anchorgpu.web.checkout_refusals.csrf_failure"
+CSRF_FAILURE_VIEW = "anchorgpu.web.checkout_csrf.csrf_failure"
 if PRODUCTION:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = _whole("ANCHORGPU_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
@@ -140,6 +142,7 @@ INSTALLED_APPS = [
     "anchorgpu.billing",
     "anchorgpu.simulations",
     "anchorgpu.pilotreports",
+    "anchorgpu.planner_pages",
     "anchorgpu.ops",
     "anchorgpu.web",
 ]
@@ -320,7 +323,6 @@ ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()
 # The catalog's answers, cached per process under the PostgreSQL snapshot, the second and the query: exact
 # (anchorgpu.catalog.answer_cache); never used on SQLite.
 ANCHORGPU_CATALOG_CACHE = _flag("ANCHORGPU_CATALOG_CACHE", default=True)
-ANCHORGPU_GC_TUNING = _flag("ANCHORGPU_GC_TUNING", default=True)
 # bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
 ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")

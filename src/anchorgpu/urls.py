@@ -3,14 +3,15 @@ from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.urls import include, path
 
+from anchorgpu.api import urls as api_urls
 from anchorgpu.ops import health, metrics
-from anchorgpu.web import api, language_switch
+from anchorgpu.web import language_switch
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
-    path("api/v1/", include(api.urlpatterns)),
+    path("api/v1/", include(api_urls.urlpatterns)),
     path("i18n/setlang/", language_switch.switch_language, name="set_language"),
     path("admin/", admin.site.urls),
 ]

@@ -11,7 +11,7 @@ import logging
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from django.db import close_old_connections
 
@@ -20,8 +20,8 @@ log = logging.getLogger("anchorgpu.worker")
 
 def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
-    from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.ops.ratelimit import rate_events_purge
+    from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.orders.notify import emails_send_due
     from anchorgpu.payments.claim_check import claims_recheck_due

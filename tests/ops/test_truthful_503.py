@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils import translation
 
 from anchorgpu.orders.models import Order
-from anchorgpu.web import api_orders, order_views
+from anchorgpu.api import orders as api_orders
+from anchorgpu.web import order_views
 from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.web.test_api_orders import Api, order_body
@@ -58,7 +59,7 @@ def test_the_checkout_page_says_the_order_may_be_placed_and_the_same_form_finds_
 def test_the_api_says_the_order_may_be_placed_and_the_same_key_returns_it(monkeypatch):
     shop.load_shop()
     api = Api(Client(), api_token_create(user=shop.customer(), name="test")[1])
-    monkeypatch.setattr(api_orders, "order_json", fails_once(api_orders.order_json))
+    monkeypatch.setattr(api_orders, "order_answer", fails_once(api_orders.order_answer))
 
     lost = api.post("/api/v1/orders", order_body(), key="after-the-commit")
 

@@ -116,7 +116,7 @@ def test_the_planners_pilot_report_choices_are_written_the_portuguese_way():
 
     from django.utils import translation
 
-    from anchorgpu.web.planner_form import PlannerForm
+    from anchorgpu.planner_pages.form import PlannerForm
 
     report = SimpleNamespace(pk=7, uploaded_at=datetime(2026, 12, 2, 18, 51, tzinfo=UTC), device_name="H100",
                              tokens_per_s=3057.4)

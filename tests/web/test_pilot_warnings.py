@@ -4,7 +4,7 @@ import pytest
 from django.utils import translation
 
 from anchorgpu.i18n_catalogs import compile_catalogs
-from anchorgpu.web.pilot_warnings import warning_text
+from anchorgpu.pilotreports.warning_text import warning_text
 
 
 @pytest.fixture(autouse=True, scope="module")

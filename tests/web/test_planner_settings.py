@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from anchorgpu.web.planner_form import ADVANCED, ADVANCED_DEFAULTS
+from anchorgpu.planner_pages.form import ADVANCED, ADVANCED_DEFAULTS
 from tests import shop
 
 pytestmark = pytest.mark.django_db
@@ -74,7 +74,7 @@ def test_changed_settings_reach_the_setup_and_open_the_advanced_part(client, sho
 
 def test_the_forms_choices_are_the_setups():
     from anchorgpu.planner import setup
-    from anchorgpu.web.planner_form import PlannerForm
+    from anchorgpu.planner_pages.form import PlannerForm
 
     fields = PlannerForm.base_fields
     for name, allowed in [("attention", setup.ATTENTION), ("cross_entropy", setup.CROSS_ENTROPY),

@@ -5,7 +5,7 @@ from django.utils import translation
 
 from anchorgpu.i18n_catalogs import compile_catalogs
 from anchorgpu.planner.progress import STAGES
-from anchorgpu.web.simulation_text import error_text, progress_text
+from anchorgpu.simulations.text import error_text, progress_text
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -6,9 +6,9 @@ window in the shop is one of these.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 
 
 class PeriodError(ValueError):
@@ -16,11 +16,11 @@ class PeriodError(ValueError):
 
 
 def require_aware(moment: datetime, what: str = "time") -> datetime:
-    if moment.tzinfo is timezone.utc:  # what the database gives: nothing to check or convert
+    if moment.tzinfo is UTC:  # what the database gives: nothing to check or convert
         return moment
     if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
         raise PeriodError(f"{what} must carry a time zone (UTC), got a naive datetime")
-    return moment.astimezone(timezone.utc)
+    return moment.astimezone(UTC)
 
 
 @dataclass(frozen=True, order=True)
@@ -37,7 +37,7 @@ class Period:
             raise PeriodError(f"a period must end after it starts ({self.start.isoformat()} .. {self.end.isoformat()})")
 
     @classmethod
-    def of_days(cls, start: datetime, days: int) -> "Period":
+    def of_days(cls, start: datetime, days: int) -> Period:
         return cls(start, start + timedelta(days=days))
 
     @property
@@ -47,15 +47,15 @@ class Period:
     def contains(self, moment: datetime) -> bool:
         return self.start <= moment < self.end
 
-    def overlaps(self, other: "Period") -> bool:
+    def overlaps(self, other: Period) -> bool:
         # Half-open: touching ends ([a, b) and [b, c)) do not overlap.
         return self.start < other.end and other.start < self.end
 
-    def intersection(self, other: "Period") -> "Period | None":
+    def intersection(self, other: Period) -> Period | None:
         start, end = max(self.start, other.start), min(self.end, other.end)
         return Period(start, end) if start < end else None
 
-    def minus(self, others: Iterable["Period"]) -> list["Period"]:
+    def minus(self, others: Iterable[Period]) -> list[Period]:
         """The parts of this period that none of ``others`` covers, in order."""
         pieces: list[Period] = []
         cursor = self.start
@@ -85,7 +85,9 @@ def merge(periods: Iterable[Period]) -> list[Period]:
     return merged
 
 
-def free_starts(busy: Iterable[Period], length: timedelta, not_before: datetime) -> Iterator[tuple[datetime, datetime | None]]:
+def free_starts(
+    busy: Iterable[Period], length: timedelta, not_before: datetime
+) -> Iterator[tuple[datetime, datetime | None]]:
     """Closed ranges ``[first, last]`` of start times at which a period of
     ``length`` fits between the busy periods, from ``not_before`` on.
 

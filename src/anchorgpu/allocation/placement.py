@@ -23,7 +23,7 @@ Pure domain code. The policy, in order of importance:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from .units import Unit
 

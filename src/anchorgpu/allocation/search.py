@@ -6,8 +6,8 @@ Pure domain code, fed with busy periods per device by the selectors.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, Sequence
 
 from .periods import Period, free_starts
 from .units import Unit

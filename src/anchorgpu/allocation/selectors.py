@@ -6,9 +6,9 @@ them yet.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Hashable, Mapping
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q

@@ -8,8 +8,8 @@ cards of one pair or nothing.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Sequence
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,14 @@ whole catalog page of a visitor without a session, with a marker where each answ
 CSRF token. A signed-in visitor's page is rendered for them around the cached table. Bad queries (400, with
 their messages) are never kept: ``answer(..., keep=...)`` says which values are.
 
-A cached answer costs at most one round trip to PostgreSQL, the snapshot query, which also serves as the
-connection's health check (``_snapshot``). Threads of a process that ask for the snapshot while another
-thread's read of it is on its way share the next read (``SharedReads``), sent once they have all asked: it
-is as exact for each of them as its own, and under load it saves PostgreSQL most of these queries (in
-``bench/load.py``'s capacity phases, 0.34–0.37 transactions per cached answer instead of 1).
+A cached answer costs one round trip to PostgreSQL, the snapshot query, which also serves as the
+connection's health check (``_snapshot``), and is sent straight through libpq where queries are not
+recorded. Both lean on Django's internals, and issue 22 measured why they stay: done with public APIs only
+(a cursor, and Django's own health check before it) a cached answer cost 1.6–2.0 database transactions
+instead of 0.7–1.0, and the catalog's throughput fell from 55–62 % of bench/load.py's ceiling to 31–43 % in
+two rounds of runs side by side (docs/benchmarks.md, "Issue 22: load before and after"). Each thread reads
+its own snapshot: sharing one read between the threads that ask at the same moment (``SharedReads``,
+removed in issue 22) saved PostgreSQL queries but no throughput measurable side by side.
 
 When it is off
 --------------
@@ -66,8 +69,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import Callable, Hashable, TypeVar
+from typing import TypeVar
 
 import psycopg
 from django.conf import settings
@@ -123,7 +127,7 @@ class AnswerCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def claim(self, key: Hashable) -> tuple[bool, object, "_Computation | None"]:
+    def claim(self, key: Hashable) -> tuple[bool, object, _Computation | None]:
         """(found, value, event): the value if cached; else an event, set when the thread computing
         ``key`` is done (None when this thread is to compute it, and must call ``release``)."""
         with self._lock:
@@ -179,7 +183,12 @@ def enabled(using: str = DEFAULT_DB_ALIAS) -> bool:
 def _read_snapshot(connection) -> str:
     """One round trip. Where queries are recorded (tests, ``DEBUG``) it goes through the ORM's cursor like any
     other query. Otherwise it is sent straight through libpq: it is the only query of a cached answer, and the
-    cursor's layers cost more than PostgreSQL takes to answer it. Errors are Django's, as from a cursor."""
+    cursor's layers cost more than PostgreSQL takes to answer it (38 µs of client CPU against 95 µs). Errors
+    are Django's, as from a cursor.
+
+    ``connection.connection.pgconn`` is psycopg's public low-level interface to libpq, reached through Django's
+    driver connection; Django has no public call for a query without its cursor. Issue 22 measured the public
+    path (the cursor, with Django's health check, below): see the module's docstring."""
     if connection.queries_logged:
         with connection.cursor() as cursor:
             cursor.execute(SNAPSHOT_SQL)
@@ -203,7 +212,12 @@ def _snapshot(connection) -> str:
     about the connection, so it takes that check's place and a cached answer costs one round trip, not two.
     When it fails on a connection that was due its check, the connection is closed and the query is sent
     once more on a new one: what Django does after a failed check. An error on a connection already checked
-    in this request propagates, as any query's would."""
+    in this request propagates, as any query's would.
+
+    ``health_check_done`` is Django's own flag (``BaseDatabaseWrapper``, since Django 4.1; reset at each request by
+    ``close_old_connections``). No public API skips the check for one query, and the check costs a round trip
+    to PostgreSQL and a transaction per request: the module's docstring gives the figures that keep this.
+    tests/catalog/test_whole_answers.py checks the behaviour against the Django version installed."""
     if connection.connection is not None and connection.health_check_enabled and not connection.health_check_done:
         connection.health_check_done = True
         try:
@@ -211,98 +225,6 @@ def _snapshot(connection) -> str:
         except (OperationalError, InterfaceError):  # the connection is gone; an error of the query is not
             connection.close()  # enabled() said no transaction is open: nothing is lost with it
     return _read_snapshot(connection)
-
-
-class _Batch:
-    """The threads that asked for the snapshot while another read of it was on its way: they share the next
-    read, which the first of them (the leader) sends once that one is back."""
-
-    def __init__(self) -> None:
-        self.go = threading.Event()  # the leader's turn
-        self.done = threading.Event()
-        self.value: str | None = None  # None once done: the leader's read failed; each reads its own
-        self.size = 0  # threads in it, the leader included
-
-
-class SharedReads:
-    """The snapshot, read once for the threads of a process that ask for it at the same moment.
-
-    A read answers a thread only when it was sent after the thread asked, as its own read would have been:
-    so it makes visible every transaction that had completed when the thread asked, and the key it makes is
-    as exact as the thread's own. While one read is on its way, the threads that ask join the next batch;
-    when it is back, the batch's leader sends one read for the whole batch on its own connection. A thread
-    that asks when no read is on its way reads at once. A failed shared read (the leader's connection) makes
-    each thread of its batch read on its own, and get its own answer or error.
-
-    One read at a time owns the queue (``_owner``): when it is back, it hands the waiting batch its turn. A
-    read that hangs (a connection gone silent) loses the queue after ``_WAIT_SECONDS``: the batch behind it
-    takes it over and reads, and the hung read, when it comes back, hands nothing on. So a hung connection
-    costs the threads that queued behind it that wait once, not every later request."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owner: object | None = None  # the read on its way that owns the queue; None: no read
-        self._next: _Batch | None = None  # the batch waiting for it
-        self.reads = self.shared = 0
-
-    def snapshot(self, connection, read: Callable[[object], str]) -> str:
-        with self._lock:
-            if self._owner is None:  # nothing on its way: read at once
-                token = self._owner = object()
-                batch = None
-            else:
-                batch, token = self._next, None
-                if batch is None:
-                    batch = self._next = _Batch()
-                    token = batch  # the leader: its read will own the queue
-                batch.size += 1
-        if batch is None:
-            return self._lead(connection, read, None, token)
-        if token is not None:
-            if not batch.go.wait(_WAIT_SECONDS):
-                with self._lock:
-                    if self._next is batch:  # the read on its way hangs: this batch takes the queue over
-                        self._next, self._owner = None, batch
-                batch.go.set()  # taken over now, or handed over meanwhile
-            return self._lead(connection, read, batch, token)
-        # The leader may wait _WAIT_SECONDS for a hung read before it sends its own: wait for both.
-        if batch.done.wait(2 * _WAIT_SECONDS) and batch.value is not None:
-            with self._lock:
-                self.shared += 1
-            return batch.value
-        return read(connection)  # the shared read failed (or hangs): this thread's own
-
-    def _lead(self, connection, read: Callable[[object], str], batch: _Batch | None, token: object) -> str:
-        value = None
-        try:
-            value = read(connection)
-            with self._lock:
-                self.reads += 1
-            return value
-        finally:
-            if batch is not None:
-                batch.value = value
-                batch.done.set()
-            with self._lock:
-                waiting = None
-                if self._owner is token:  # else the queue was taken over while this read hung
-                    waiting, self._next = self._next, None
-                    self._owner = waiting
-            if waiting is not None:
-                waiting.go.set()  # the next batch's read is sent now, after every thread in it asked
-
-
-_SHARED: dict[str, SharedReads] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _shared_snapshot(connection) -> str:
-    """The snapshot for a request's key, shared with the threads that ask at the same moment (``SharedReads``)."""
-    reads = _SHARED.get(connection.alias)
-    if reads is None:
-        with _SHARED_LOCK:
-            reads = _SHARED.setdefault(connection.alias, SharedReads())
-    return reads.snapshot(connection, _snapshot)
 
 
 def _now() -> datetime:
@@ -332,7 +254,7 @@ def answer(kind: str, params: Hashable, compute: Callable[[datetime], T], *, usi
     connection = connections[using]
     for _look in range(3):
         now = _now()
-        key = (kind, now, _shared_snapshot(connection), context, params)
+        key = (kind, now, _snapshot(connection), context, params)
         found, value, event = _CACHE.claim(key)
         if found:
             return value

@@ -135,5 +135,7 @@ class OptionPrice(models.Model):
     price = models.DecimalField(_("price for the term"), **_money)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["price_list", "option", "term_days"], name="one_option_price_per_term")]
+        constraints = [
+            models.UniqueConstraint(fields=["price_list", "option", "term_days"], name="one_option_price_per_term")
+        ]
         verbose_name = _("option price")

@@ -6,9 +6,9 @@ with the pure domain functions, writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from django.utils import timezone
 

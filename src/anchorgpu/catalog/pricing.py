@@ -7,9 +7,9 @@ currency's minor unit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Mapping, Sequence
 
 from anchorgpu.messages import gettext_noop
 

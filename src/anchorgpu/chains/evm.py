@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from web3 import Web3
 
@@ -153,7 +154,7 @@ class EvmWatcher(Watcher):
         blocks = self.rpc.many([("eth_getBlockByNumber", [hex(n), True]) for n in range(first, last + 1)],
                                batch_size=FULL_BLOCKS_PER_BATCH)
         candidates: list[SeenTransfer] = []
-        for number, block in zip(range(first, last + 1), blocks):
+        for number, block in zip(range(first, last + 1), blocks, strict=True):
             if block is None:
                 raise self.rpc.fail(f"block {number} is missing")
             candidates.extend(self._read(f"block {number}", self._block_payments, block, number, wanted))
@@ -177,7 +178,7 @@ class EvmWatcher(Watcher):
         """Keep the value transfers whose receipt says they succeeded, in the block they were read from."""
         receipts = self.rpc.many([("eth_getTransactionReceipt", [t.txid]) for t in candidates])
         kept = []
-        for transfer, receipt in zip(candidates, receipts):
+        for transfer, receipt in zip(candidates, receipts, strict=True):
             if receipt is None:
                 continue  # the block moved on while we read; the next poll sees it again
             ok, block = self._read("receipt", _receipt_state, receipt)
@@ -194,12 +195,12 @@ class EvmWatcher(Watcher):
         answers = self.rpc.many([("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
                                 + [("eth_getTransactionReceipt", [txid]) for txid in txids])
         refs = {}
-        for number, header in zip(numbers, answers):
+        for number, header in zip(numbers, answers[:len(numbers)], strict=True):
             if header is None:
                 raise self.rpc.fail(f"block {number} is missing")
             refs[number] = self._read(f"block {number}", _block_ref, header)
         log_indexes = {}  # txid -> (block hash, [block-wide logIndex of each of its logs])
-        for txid, receipt in zip(txids, answers[len(numbers):]):
+        for txid, receipt in zip(txids, answers[len(numbers):], strict=True):
             if receipt is not None:
                 log_indexes[txid] = self._read("receipt", _log_indexes, receipt)
         result = []
@@ -222,7 +223,7 @@ class EvmWatcher(Watcher):
         self._check_chain()
         headers = self.rpc.many([("eth_getBlockByNumber", [hex(h), False]) for h in heights])
         found: dict[int, str | None] = {}
-        for height, header in zip(heights, headers):
+        for height, header in zip(heights, headers, strict=True):
             if header is None:
                 found[height] = None
                 continue
@@ -241,7 +242,7 @@ class EvmWatcher(Watcher):
         self._check_chain()
         receipts = self.rpc.many([("eth_getTransactionReceipt", [txid]) for txid in txids])
         where: dict[str, BlockRef | None] = {}
-        for txid, receipt in zip(txids, receipts):
+        for txid, receipt in zip(txids, receipts, strict=True):
             if receipt is None:
                 where[txid] = None
                 continue
@@ -253,14 +254,14 @@ class EvmWatcher(Watcher):
         """The native coin held by each address at ``block``."""
         targets = sorted({a.lower() for a in addresses})
         answers = self.rpc.many([("eth_getBalance", [a, hex(block)]) for a in targets])
-        return {a: self._read("balance", coerce.quantity, v) for a, v in zip(targets, answers)}
+        return {a: self._read("balance", coerce.quantity, v) for a, v in zip(targets, answers, strict=True)}
 
     def sent_counts(self, addresses: Collection[str], block: int) -> dict[str, int]:
         """How many transactions each address had sent by ``block`` (its nonce): 0 means no coin can have
         left it by a transaction of its own (no sweep, no refund from it)."""
         targets = sorted({a.lower() for a in addresses})
         answers = self.rpc.many([("eth_getTransactionCount", [a, hex(block)]) for a in targets])
-        return {a: self._read("transaction count", coerce.quantity, v) for a, v in zip(targets, answers)}
+        return {a: self._read("transaction count", coerce.quantity, v) for a, v in zip(targets, answers, strict=True)}
 
     # --- a hash the customer pasted ------------------------------------------
 

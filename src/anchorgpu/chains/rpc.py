@@ -9,8 +9,9 @@ that answers nonsense stops the poll instead of feeding it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Sequence
+from typing import Any
 
 import requests
 from web3 import HTTPProvider, Web3
@@ -33,7 +34,7 @@ class Rpc:
         self.round_trips = 0
 
     @classmethod
-    def for_url(cls, url: str, *, timeout: float = 10.0, batch_size: int = 500) -> "Rpc":
+    def for_url(cls, url: str, *, timeout: float = 10.0, batch_size: int = 500) -> Rpc:
         # No automatic retries: a slow node must not hold a page request (or a poll) for several timeouts;
         # the next poll is the retry.
         w3 = Web3(HTTPProvider(url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None))
@@ -79,7 +80,7 @@ class Rpc:
                 raise self.fail(f"the node refused a batch of {len(chunk)}: {_short(error)}")
             if len(responses) != len(chunk):
                 raise self.fail(f"asked {len(chunk)} questions in a batch, got {len(responses)} answers")
-            for (method, _params), response in zip(chunk, responses):
+            for (method, _params), response in zip(chunk, responses, strict=True):
                 if not isinstance(response, dict) or "error" in response or "result" not in response:
                     detail = response.get("error") if isinstance(response, dict) else response
                     raise self.fail(f"{method} failed in a batch: {_short(detail)}")

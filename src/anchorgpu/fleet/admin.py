@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin, messages
@@ -18,13 +17,13 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
-from anchorgpu.allocation import selectors as allocation_selectors
 from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 
-from .models import Device, Host, Site, validate_topology
+from . import services as fleet_services
+from .models import Device, Host, Site
 
 # --- sites -----------------------------------------------------------------
 
@@ -45,55 +44,49 @@ class SiteAdmin(admin.ModelAdmin):
 # --- hosts and their devices -----------------------------------------------
 
 
-def _stranded_message(bookings) -> str:
-    refs = ", ".join(f"#{b.pk}{f' ({b.reference})' if b.reference else ''}" for b in bookings[:10])
-    return _("%(count)d live booking(s) would be stranded: %(refs)s. End, refund or cancel their orders first (each "
-             "order's admin page has the tools); for a planned window, use “Schedule maintenance”.") % {"count": len(bookings), "refs": refs}
-
-
 class HostAdminForm(forms.ModelForm):
-    """Refuses inventory changes that would strand a hold or a paid term."""
+    """The host's own fields. Whether an edit may strand a booking is the ``host_update`` service's call,
+    asked once for the host and its devices together (``DeviceInlineFormSet.clean``)."""
 
     class Meta:
         model = Host
         fields = "__all__"
 
-    def clean(self):
-        cleaned = super().clean()
-        host = self.instance
-        if host.pk is None:
-            return cleaned
-        leaves_sale = "status" in self.changed_data and cleaned.get("status") != Host.Status.ACTIVE
-        if leaves_sale or "product" in self.changed_data:
-            bookings = list(allocation_selectors.live_customer_bookings(host_id=host.pk))
-            if bookings:
-                raise ValidationError(_stranded_message(bookings))
-        return cleaned
+
+def device_edits(formset) -> list[fleet_services.DeviceEdit]:
+    """The device rows the operator added, changed or removed, as the service takes them."""
+    edits = []
+    for form in formset.forms:
+        pk = form.instance.pk
+        if formset.can_delete and formset._should_delete_form(form):
+            if pk is not None:
+                edits.append(fleet_services.DeviceEdit(pk, delete=True))
+            continue
+        if not form.has_changed():
+            continue  # an unchanged row, or an empty extra one
+        data = form.cleaned_data
+        edits.append(fleet_services.DeviceEdit(pk, index=data.get("index"), uid=data.get("uid", ""),
+                                               nvlink_pair=data.get("nvlink_pair")))
+    return edits
 
 
 class DeviceInlineFormSet(forms.BaseInlineFormSet):
-    """Checks the host's NVLink topology across all its devices at once."""
+    """Asks the service whether the host's edit (its fields, already on ``self.instance``, and its devices) may
+    be made: it checks the NVLink topology across all devices, and the bookings the edit would strand, with
+    the product's row lock taken in the admin's transaction (held until the save commits)."""
 
     def clean(self):
         super().clean()
         if any(self.errors):
             return  # the rows' own errors first; their values are not trustworthy yet
-        repaired = [form.instance.pk for form in self.forms
-                    if form.instance.pk is not None and "nvlink_pair" in form.changed_data]
-        if repaired:
-            bookings = list(allocation_selectors.live_customer_bookings(device_ids=repaired))
-            if bookings:
-                raise ValidationError(_stranded_message(bookings))
-        pairs = []
-        for form in self.forms:
-            if not form.has_changed() and form.instance.pk is None:
-                continue  # an empty extra row
-            if self.can_delete and self._should_delete_form(form):
-                continue
-            pairs.append(form.cleaned_data.get("nvlink_pair"))
-        product = getattr(self.instance, "product", None) if self.instance.product_id else None
-        # Its ValidationError shows above the devices table.
-        validate_topology(pairs, cards_per_unit=product.cards_per_unit if product else 1)
+        host = self.instance
+        changes = {"status": host.status} if host.status else {}
+        if host.product_id:
+            changes["product"] = host.product_id
+        try:
+            fleet_services.host_update_check(host=host, changes=changes, devices=device_edits(self))
+        except fleet_services.HostUpdateRefused as exc:
+            raise ValidationError(exc.message) from None  # shown above the devices table
 
 
 class DeviceInline(admin.TabularInline):
@@ -119,11 +112,29 @@ class HostAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(_device_count=Count("devices"))
 
     def save_model(self, request, obj, form, change):
-        before = Host.objects.filter(pk=obj.pk).values_list("status", flat=True).first() if change else ""
+        if change:
+            return  # an edit is written by the host_update service, with its devices (save_related)
         super().save_model(request, obj, form, change)
-        if form.changed_data:
-            audit_record(actor=request.user.get_username(), action="host_change" if change else "host_add", obj=obj,
-                         from_state=before or "", to_state=obj.status, data={"changed": form.changed_data})
+        audit_record(actor=request.user.get_username(), action="host_add", obj=obj, to_state=obj.status,
+                     data={"changed": form.changed_data})
+
+    def save_related(self, request, form, formsets, change):
+        if not change:
+            return super().save_related(request, form, formsets, change)
+        devices = [edit for formset in formsets for edit in device_edits(formset)]
+        changes = {name: form.cleaned_data[name] for name in form.changed_data if name in fleet_services.HOST_FIELDS}
+        fleet_services.host_update(host=form.instance, actor=request.user.get_username(), changes=changes,
+                                   devices=devices)
+        for formset in formsets:  # what the admin's own change log reads (the audit row has the details)
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        return None
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except fleet_services.HostUpdateRefused as exc:  # refused at the save itself: nothing was written
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     @admin.display(description=_("devices"), ordering="_device_count")
     def device_count(self, obj):
@@ -224,7 +235,7 @@ class UTCSplitDateTimeField(forms.SplitDateTimeField):
                 raise ValidationError(self.error_messages["invalid_date"], code="invalid_date")
             if data_list[1] in self.empty_values:
                 raise ValidationError(self.error_messages["invalid_time"], code="invalid_time")
-            return datetime.combine(*data_list).replace(tzinfo=dt_timezone.utc)
+            return datetime.combine(*data_list).replace(tzinfo=UTC)
         return None
 
 

@@ -26,7 +26,7 @@ import html as htmllib
 import re
 from dataclasses import dataclass
 from datetime import date
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import markdown
@@ -116,7 +116,7 @@ def parse(text: str, *, origin: str = "guide") -> _Raw:
     return _Raw(fields["title"], fields["summary"], updated, tuple(sources), "\n".join(lines[end + 1:]).strip() + "\n")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(slug: str, lang: str) -> _Raw:
     path = guide_path(slug, lang)
     if not path.is_file():

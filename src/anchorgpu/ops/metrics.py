@@ -1,7 +1,13 @@
 """Prometheus metrics at ``/metrics``.
 
-Request latency is measured in this process (one histogram per view, method
-and status class), and so are the garbage collector's pauses (``gc_tuning``).
+Request latency is measured in the server process that answered (one histogram
+per view, method and status class), and so are the requests in flight and the
+garbage collector's pauses (``gc_pauses``). Under gunicorn, with several
+processes, prometheus-client's multiprocess mode adds them up over every
+process: ``PROMETHEUS_MULTIPROC_DIR`` names a folder where each process writes
+its figures (``anchorgpu.gunicorn_conf`` sets and empties it, see
+``metrics_dir``), and a scrape, whichever process answers it, reads them all.
+Without the variable (``anchorgpu serve``, tests) one process counts in memory.
 Everything else is read from the database at scrape time, so every server
 process and the worker tell the same story: orders by state, customer emails
 not sent yet or given up, live holds and bookings, each chain watcher's lag
@@ -19,6 +25,7 @@ from __future__ import annotations
 import hmac
 import time
 
+import prometheus_client.values
 from django.conf import settings
 from django.db import DatabaseError
 from django.db.models import Count, Q
@@ -26,13 +33,20 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-REGISTRY = CollectorRegistry(auto_describe=True)
+# Whether prometheus-client chose its multiprocess storage (it decides once, when first imported, from
+# PROMETHEUS_MULTIPROC_DIR): asked of the library itself, so the view and the storage always agree.
+MULTIPROCESS = bool(getattr(prometheus_client.values.ValueClass, "_multiprocess", False))
+
+REGISTRY = CollectorRegistry(auto_describe=True)  # this process's figures (all of them with one process)
 REQUEST_SECONDS = Histogram(
     "anchorgpu_request_seconds", "Time to answer an HTTP request, by view.", ["view", "method", "status"],
     registry=REGISTRY, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+REQUESTS_IN_FLIGHT = Gauge(
+    "anchorgpu_requests_in_flight", "Requests being answered now, over every server process alive.",
+    registry=REGISTRY, multiprocess_mode="livesum")  # a process that exits stops counting (child_exit)
 
 
 class RequestMetricsMiddleware:
@@ -43,7 +57,8 @@ class RequestMetricsMiddleware:
 
     def __call__(self, request):
         started = time.perf_counter()
-        response = self.get_response(request)
+        with REQUESTS_IN_FLIGHT.track_inprogress():
+            response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         view = (match.view_name or match._func_path) if match is not None else "unresolved"
         REQUEST_SECONDS.labels(view=view, method=request.method if request.method in _METHODS else "other",
@@ -163,7 +178,20 @@ class ShopCollector:
         yield from (runs, failures, spent, last, when)
 
 
-REGISTRY.register(ShopCollector())
+SHOP = ShopCollector()
+REGISTRY.register(SHOP)
+
+
+def scrape_registry() -> CollectorRegistry:
+    """What a scrape reports. One process: its own registry. Several: every process's files, added up by
+    prometheus-client (counters and histograms summed, dead processes included; the in-flight gauge over
+    live processes only), and the database's figures once."""
+    if not MULTIPROCESS:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(SHOP)
+    return registry
 
 
 def _allowed(request) -> bool:
@@ -181,4 +209,4 @@ def metrics(request):
         return HttpResponse("Metrics are for the operators' monitoring: set ANCHORGPU_METRICS_TOKEN on the shop "
                             "and send it as 'Authorization: Bearer <token>'.\n",
                             status=403, content_type="text/plain; charset=utf-8")
-    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(scrape_registry()), content_type=CONTENT_TYPE_LATEST)

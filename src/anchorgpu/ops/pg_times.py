@@ -16,7 +16,7 @@ rows.
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 from psycopg import adapters, pq
 from psycopg.adapt import Loader
@@ -36,7 +36,7 @@ class UtcTimestamptzLoader(Loader):
     subclassed nor given attributes, so this one holds an instance of it and takes its bound ``load`` as its
     own: psycopg's row loop fetches ``loader.load`` once per result and calls it with no Python frame."""
 
-    timezone = timezone.utc
+    timezone = UTC
 
     def __init__(self, oid, context=None):
         super().__init__(oid, context)
@@ -56,7 +56,7 @@ def use_c_loader(sender, connection, **kwargs) -> bool:
     loader = c_loader()
     if loader is None or loader.__module__.startswith("psycopg.types"):  # no C extension: nothing to gain
         return False
-    if connection.timezone is not timezone.utc or raw.info.parameter_status("TimeZone") != "UTC":
+    if connection.timezone is not UTC or raw.info.parameter_status("TimeZone") != "UTC":
         return False
     raw.adapters.register_loader(TIMESTAMPTZ, UtcTimestamptzLoader)
     return True

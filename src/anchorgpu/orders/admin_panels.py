@@ -14,13 +14,12 @@ from anchorgpu.payments.evaluation import Evaluation, EvaluationError
 from anchorgpu.payments.services import payment_status
 from anchorgpu.payments.uri import whole_units
 
+from . import rules
 from .models import Order
 from .queue import REFUND_CHECK_FAILED
 from .states import OrderState
 
 S = OrderState
-# States in which a payment may still be accepted by hand (the service agrees).
-MARK_PAID_STATES = (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE, S.EXPIRED)
 
 
 @dataclass(frozen=True)
@@ -134,9 +133,10 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         return []
     state = order.order_state
     tools = [Tool("record_transfer", _("Record a transfer"))]
-    if state in MARK_PAID_STATES:
+    received = summary.evaluation.confirmed_total if summary.evaluation is not None else 0
+    if rules.may_mark_paid(state, received=received, refunded=order.refunds.exists()):  # the service's own rule
         tools.append(Tool("mark_paid", _("Mark paid")))
-    if state is S.PAYMENT_CLAIMED:
+    if rules.may_mark_invalid(state):
         tools.append(Tool("mark_invalid", _("Mark invalid")))
     if state is S.PAID_LATE:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))

@@ -46,8 +46,8 @@ way (a job queue that reports back), which this module does not do.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Q

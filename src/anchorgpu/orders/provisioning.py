@@ -6,8 +6,8 @@ finished and, after a crash, resumes at the first unfinished step.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Iterable
 
 
 class Step(str, Enum):

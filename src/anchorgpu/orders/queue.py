@@ -11,7 +11,6 @@ from django.utils.translation import gettext_lazy as _
 from .models import Order
 from .states import NEEDS_OPERATOR, OrderState
 
-
 # Refund checks on chain that ended in a finding no later look changes (payments.refunds._FINAL).
 REFUND_CHECK_FAILED = ("other_address", "wrong_asset", "failed", "bad_data", "short")
 

@@ -24,12 +24,12 @@ from anchorgpu.payments.models import Asset, PaymentSettings
 from anchorgpu.payments.quotes import quote_create
 from anchorgpu.planner.run_cost import per_million_tokens
 
-from . import notify
+from . import notify, rules
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
 from .models import Order, OrderKey, new_reference
 from .ssh_keys import PublicKey
-from .term_slide import placement_reach
 from .states import OrderState
+from .term_slide import placement_reach
 from .transitions import order_lock, order_transition
 
 
@@ -161,10 +161,11 @@ def order_cancel(*, order: Order, actor: str, reason: str = "") -> Order:
     its hold is released at once so the cards are free for others."""
     with transaction.atomic():
         locked = order_lock(order)
-        if locked.order_state not in (OrderState.AWAITING_PAYMENT,):
+        refusal = rules.cancel_refusal(locked.order_state, transfer_recorded=locked.transfers.exists())
+        if refusal == rules.CANCEL_WRONG_STATE:
             raise NotAllowedNow(_("Only an order still awaiting payment can be cancelled here; for a paid order, "
                                   "ask us for a refund."))
-        if locked.transfers.exists():
+        if refusal == rules.CANCEL_TRANSFER_RECORDED:
             raise NotAllowedNow(_("A transfer has already been recorded for this order; ask us for a refund "
                                   "instead."))
         booking = locked.booking

@@ -84,7 +84,9 @@ def parse_key(text: str, *, line: int | None = None) -> PublicKey:
         raise SSHKeyError(gettext_noop("This RSA key has %(bits)d bits; use at least %(least)d (or Ed25519)."),
                           line=line, bits=bits, least=MIN_RSA_BITS)
     if not _COMMENT_OK.match(comment):
-        raise SSHKeyError(gettext_noop("The key's comment must be printable ASCII of at most 200 characters."), line=line)
+        raise SSHKeyError(
+            gettext_noop("The key's comment must be printable ASCII of at most 200 characters."), line=line
+        )
     digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
     return PublicKey(type=key_type, bits=bits, fingerprint=f"SHA256:{digest}", comment=comment,
                      line=f"{key_type} {blob_b64}" + (f" {comment}" if comment else ""))

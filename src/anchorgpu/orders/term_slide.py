@@ -15,16 +15,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from anchorgpu.allocation import selectors
+from anchorgpu.allocation import selectors, slide
 from anchorgpu.allocation import services as allocation
-from anchorgpu.allocation import slide
 from anchorgpu.allocation.errors import NoLongerAvailable
 from anchorgpu.allocation.models import Booking
 from anchorgpu.allocation.periods import Period
 from anchorgpu.audit.services import audit_record
 
 from .models import Order
-
 
 # Until access is ready, an as-soon-as-possible term has no fixed start: ``starts_at`` is the earliest it can.
 SLIDING_STATES = frozenset({"awaiting_payment", "payment_claimed", "underpaid", "paid", "provisioning", "paid_late"})
@@ -108,9 +106,18 @@ def term_slide(order: Order, *, at: datetime, actor: str, final: bool,
     if before != (placed.term.start, placed.term.end):
         order.starts_at, order.ends_at = placed.term.start, placed.term.end
         order.save(update_fields=["starts_at", "ends_at", "updated_at"])
-    audit_record(actor=actor, action="term_slide", obj=order,
-                 reason="access is ready: the term starts now" if final else "paid: the term starts when access is ready",
-                 data={"at": at.isoformat(), "from": before[0].isoformat(), "start": placed.term.start.isoformat(),
-                       "end": placed.term.end.isoformat(), "final": final,
-                       "short_by_seconds": int(placed.short_by.total_seconds())})
+    audit_record(
+        actor=actor,
+        action="term_slide",
+        obj=order,
+        reason="access is ready: the term starts now" if final else "paid: the term starts when access is ready",
+        data={
+            "at": at.isoformat(),
+            "from": before[0].isoformat(),
+            "start": placed.term.start.isoformat(),
+            "end": placed.term.end.isoformat(),
+            "final": final,
+            "short_by_seconds": int(placed.short_by.total_seconds()),
+        },
+    )
     return placed

@@ -41,8 +41,12 @@ def check_address(text: str, scheme: Scheme | str) -> str:
             raise AddressCheckError(gettext_noop("An Ethereum address is “0x” followed by 40 hexadecimal characters."))
         checksummed = _eip55(body.lower())
         if body not in (body.lower(), body.upper()) and "0x" + body != checksummed:
-            raise AddressCheckError(gettext_noop("The address's mixed upper and lower case does not match its checksum: "
-                                    "check it for a typing mistake."))
+            raise AddressCheckError(
+                gettext_noop(
+                    "The address's mixed upper and lower case does not match its checksum: "
+                    "check it for a typing mistake."
+                )
+            )
         if int(body, 16) == 0:
             raise AddressCheckError(gettext_noop("That is the zero address; funds sent there are lost."))
         return checksummed
@@ -52,8 +56,8 @@ def check_address(text: str, scheme: Scheme | str) -> str:
             version, program = SegwitBech32Decoder.Decode(hrp, value.lower() if value.islower() or value.isupper()
                                                           else value)
         except Exception:  # noqa: BLE001 - bip-utils raises several types
-            raise AddressCheckError(gettext_noop("That SegWit address does not pass its checksum: check it for a typing "
-                                    "mistake.")) from None
+            raise AddressCheckError(gettext_noop(
+                "That SegWit address does not pass its checksum: check it for a typing mistake.")) from None
         if not (version == 0 and len(program) in (20, 32)) and not (version == 1 and len(program) == 32):
             raise AddressCheckError(gettext_noop("That SegWit address is of a kind we do not send to."))
         return value.lower()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal, localcontext
 
-
 # Quoted precision when the operator set none: one satoshi for Bitcoin, a hundred-millionth of a coin for others.
 DEFAULT_QUOTE_PLACES = 8
 

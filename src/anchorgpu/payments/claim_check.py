@@ -26,10 +26,10 @@ from .observe import transfer_observe
 from .watch_config import watcher_for
 
 log = logging.getLogger("anchorgpu.watch")
-O = ClaimCheck.Outcome
-_SIMPLE = {LookupOutcome.PENDING: O.PENDING, LookupOutcome.NOT_FOUND: O.NOT_FOUND,
-           LookupOutcome.OTHER_ADDRESS: O.OTHER_ADDRESS, LookupOutcome.WRONG_ASSET: O.WRONG_ASSET,
-           LookupOutcome.FAILED: O.FAILED, LookupOutcome.BAD_DATA: O.BAD_DATA}
+Outcome = ClaimCheck.Outcome
+_SIMPLE = {LookupOutcome.PENDING: Outcome.PENDING, LookupOutcome.NOT_FOUND: Outcome.NOT_FOUND,
+           LookupOutcome.OTHER_ADDRESS: Outcome.OTHER_ADDRESS, LookupOutcome.WRONG_ASSET: Outcome.WRONG_ASSET,
+           LookupOutcome.FAILED: Outcome.FAILED, LookupOutcome.BAD_DATA: Outcome.BAD_DATA}
 
 
 def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
@@ -41,21 +41,21 @@ def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
         return None
     quote = order.quote
     asset = quote.asset
-    outcome, confirmations, detail = O.UNAVAILABLE, 0, {}
+    outcome, confirmations, detail = Outcome.UNAVAILABLE, 0, {}
     try:
         watcher = watcher if watcher is not None else watcher_for(asset, timeout=timeout)
         if watcher is None:
-            outcome = O.NOT_WATCHED
+            outcome = Outcome.NOT_WATCHED
         else:
             found = watcher.lookup(txid, quote.address)
             outcome, confirmations, detail = _judge(order, asset, found, now)
-            if outcome is O.NOT_FOUND:
+            if outcome is Outcome.NOT_FOUND:
                 elsewhere = _elsewhere(asset, txid, quote.address, timeout)
                 if elsewhere:
-                    outcome, detail = O.WRONG_NETWORK, {"network": elsewhere}
+                    outcome, detail = Outcome.WRONG_NETWORK, {"network": elsewhere}
     except ChainUnavailable as exc:
         log.warning("claim check of %s for %s: %s", txid, order.reference, exc)
-        outcome, detail = O.UNAVAILABLE, {}
+        outcome, detail = Outcome.UNAVAILABLE, {}
     check, created = ClaimCheck.objects.get_or_create(
         order=order, txid=txid, defaults=dict(outcome=outcome, confirmations=confirmations,
                                               required=quote.confirmations_required, detail=detail, checked_at=now))
@@ -74,14 +74,14 @@ def _judge(order: Order, asset: Asset, found: TxLookup, now: datetime) -> tuple[
     taken = set(Transfer.objects.filter(chain=asset.network, txid=found.transfers[0].txid).exclude(order=order)
                 .values_list("txid", "index"))
     if keys <= taken:
-        return O.ALREADY_CREDITED, 0, {}
+        return Outcome.ALREADY_CREDITED, 0, {}
     found = TxLookup(found.outcome, tip=found.tip, transfers=tuple(t for t in found.transfers if t.key not in taken))
     tip = found.tip or 0
     for seen in found.transfers:
         transfer_observe(order=order, seen=seen, tip=tip, now=now)
     confirmations = min(t.confirmations(tip) for t in found.transfers)
     amount = sum(t.amount for t in found.transfers)
-    return O.FOUND, confirmations, {"amount": str(amount)}
+    return Outcome.FOUND, confirmations, {"amount": str(amount)}
 
 
 def _asset_detail(asset: Asset, detail: dict) -> dict:
@@ -145,31 +145,41 @@ def describe(check: ClaimCheck, asset: Asset) -> str:
               "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
     from anchorgpu.formats.display import crypto
 
-    if check.outcome == O.FOUND:  # exact, in the reader's language, at the asset's quoted precision
+    if check.outcome == Outcome.FOUND:  # exact, in the reader's language, at the asset's quoted precision
         params["amount"] = crypto(int(check.detail.get("amount", "0")), asset.decimals, asset.quoted_places)
         if check.confirmations >= check.required:
             return _("Transfer found: %(amount)s %(symbol)s, confirmed (%(n)d of %(required)d confirmations).") % params
         return _("Transfer found: %(amount)s %(symbol)s, %(n)d of %(required)d confirmations so far. It counts "
                  "once it has all of them.") % params
-    if check.outcome == O.WRONG_ASSET:
+    if check.outcome == Outcome.WRONG_ASSET:
         if check.detail.get("contract") and not check.detail.get("sent"):
             return _("This transaction sends a token from contract %(contract)s, which is not the %(symbol)s we "
                      "accept. It does not pay this order; contact us about a refund.") % params
         return _("This transaction pays this order's address in %(sent)s, not in %(symbol)s. It does not pay this "
                  "order; contact us about a refund.") % params
     texts = {
-        O.PENDING: _("This transaction is known but not yet in a block (0 of %(required)d confirmations)."),
-        O.NOT_FOUND: _("No transaction with this id is known on %(network)s. Check the id and the network you "
-                       "sent on; a transaction sent a moment ago can take a minute to appear."),
-        O.WRONG_NETWORK: _("This transaction is on %(other)s, not on %(network)s, which this order accepts. It does "
-                           "not pay this order; contact us about a refund."),
-        O.OTHER_ADDRESS: _("This transaction does not pay this order's deposit address."),
-        O.FAILED: _("This transaction failed on chain (it was reverted): nothing was transferred."),
-        O.BAD_DATA: _("The data we received for this transaction does not match its id, so it cannot be trusted. "
-                      "We check it again, and an operator looks at it."),
-        O.ALREADY_CREDITED: _("This transaction is already credited to another order: one transfer pays one order."),
-        O.UNAVAILABLE: _("We could not reach the %(network)s node just now; the check is repeated automatically."),
-        O.NOT_WATCHED: _("Payments in %(symbol)s are checked by an operator; you hear from us when it is done."),
+        Outcome.PENDING: _("This transaction is known but not yet in a block (0 of %(required)d confirmations)."),
+        Outcome.NOT_FOUND: _(
+            "No transaction with this id is known on %(network)s. Check the id and the network you "
+            "sent on; a transaction sent a moment ago can take a minute to appear."
+        ),
+        Outcome.WRONG_NETWORK: _(
+            "This transaction is on %(other)s, not on %(network)s, which this order accepts. It does "
+            "not pay this order; contact us about a refund."
+        ),
+        Outcome.OTHER_ADDRESS: _("This transaction does not pay this order's deposit address."),
+        Outcome.FAILED: _("This transaction failed on chain (it was reverted): nothing was transferred."),
+        Outcome.BAD_DATA: _(
+            "The data we received for this transaction does not match its id, so it cannot be trusted. "
+            "We check it again, and an operator looks at it."
+        ),
+        Outcome.ALREADY_CREDITED: _(
+            "This transaction is already credited to another order: one transfer pays one order."
+        ),
+        Outcome.UNAVAILABLE: _(
+            "We could not reach the %(network)s node just now; the check is repeated automatically."
+        ),
+        Outcome.NOT_WATCHED: _("Payments in %(symbol)s are checked by an operator; you hear from us when it is done."),
     }
     return texts[check.outcome] % params
 

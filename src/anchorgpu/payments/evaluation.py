@@ -8,10 +8,10 @@ integers in the asset's base units (satoshi, wei, a token's smallest unit).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Hashable, Sequence
 
 from anchorgpu.allocation.periods import require_aware
 from anchorgpu.orders.states import OrderState

@@ -171,7 +171,9 @@ def _refresh(order: Order, row: Transfer, seen: SeenTransfer, confirmations: int
         return None
     row.save(update_fields=["withdrawn_at", "block_number", "block_hash", "confirmations", "note"])
     required = order.quote.confirmations_required
-    counted = changes.get("confirmations", {}).get("to", 0) >= required > changes.get("confirmations", {}).get("from", 0)
+    counted = (
+        changes.get("confirmations", {}).get("to", 0) >= required > changes.get("confirmations", {}).get("from", 0)
+    )
     if set(changes) - {"confirmations"} or counted:
         # Each new block is not worth an audit row; a moved block, a return, or the confirmation that
         # makes the transfer count are.

@@ -31,8 +31,8 @@ from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
+from anchorgpu.orders import notify, rules
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
-from anchorgpu.orders import notify
 from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.queue import REFUND_CHECK_FAILED
@@ -43,7 +43,6 @@ from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
 from .models import Refund
 from .services import (
-    KEEPS_PAYMENT,
     need_reason,
     note_excess,
     owed_back,
@@ -60,9 +59,6 @@ S = OrderState
 CHAIN = "chain-watcher"
 
 MAX_FIAT = Decimal(10) ** 12  # Refund.fiat_amount holds 12 digits before the point
-
-# States a whole order can be refunded from (the transition table agrees).
-REFUNDABLE = (S.UNDERPAID, S.PAID_LATE, S.PAID, S.PROVISIONING, S.ACTIVE, S.FAILED)
 
 
 @dataclass(frozen=True)
@@ -113,13 +109,13 @@ def _check_scope(order: Order, refund: RefundInput) -> None:
     out = refund.amount + refund.network_fee
     if refund.whole_order and refund.of_price:
         raise InvalidOrder(_("A refund is either of the whole order or of a part of its price."), code="bad_scope")
-    if refund.whole_order and state not in REFUNDABLE:
+    if refund.whole_order and not rules.may_refund(state, whole_order=True):
         raise NotAllowedNow(_("This order is %(state)s: it cannot be refunded as a whole. Part of its price, or "
                               "money received beyond it, can be.") % {"state": order.state_label},
                             code="not_refundable")
     if state is S.PAID_LATE and not refund.whole_order:
         raise InvalidOrder(_("A late payment is refunded as a whole order."), code="whole_only")
-    if refund.of_price and state not in KEEPS_PAYMENT:
+    if refund.of_price and not rules.may_refund(state, whole_order=False):
         raise NotAllowedNow(_("This order is %(state)s and keeps no payment; refund what is owed back, or the "
                               "whole order.") % {"state": order.state_label}, code="not_refundable")
     if refund.of_price:

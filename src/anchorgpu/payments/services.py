@@ -21,7 +21,7 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
-from anchorgpu.orders import term_slide
+from anchorgpu.orders import rules, term_slide
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
@@ -51,17 +51,19 @@ def payment_claim(*, order: Order, actor: str, txid: str = "", now: datetime | N
                 normalised = normalise_txid(txid, chain=quote.asset.chain)
             except TxIdError as exc:
                 raise InvalidOrder(message(exc), code="bad_txid") from None
-        if locked.order_state is S.PAYMENT_CLAIMED and normalised:
+        refusal = rules.claim_refusal(locked.order_state, expires_at=quote.expires_at, now=now,
+                                      adds_txid=bool(normalised))
+        if locked.order_state is S.PAYMENT_CLAIMED and refusal is None:
             if normalised != locked.claimed_txid:  # adding the hash to an earlier claim, or correcting it
                 previous, locked.claimed_txid = locked.claimed_txid, normalised
                 locked.save(update_fields=["claimed_txid", "updated_at"])
                 audit_record(actor=actor, action="payment_claim_txid", obj=locked,
                              data={"txid": normalised, "previous": previous})
             return locked
-        if locked.order_state is not S.AWAITING_PAYMENT:
+        if refusal == rules.CLAIM_WRONG_STATE:
             raise NotAllowedNow(_("This order is %(state)s; “I've paid” is for an order awaiting payment.")
                                 % {"state": locked.state_label})
-        if quote.expires_at <= now:
+        if refusal == rules.CLAIM_QUOTE_EXPIRED:
             raise NotAllowedNow(_("This quote expired at %(time)s UTC. If you sent a transfer, contact us with "
                                   "its transaction id; it is checked until the watch window ends.")
                                 % {"time": f"{quote.expires_at:%Y-%m-%d %H:%M}"})
@@ -179,8 +181,8 @@ def received_total(order: Order) -> int:
 
 # States in which the order keeps (up to) the quoted amount; in the waiting
 # states money received is a partial payment, not yet owed back.
-KEEPS_PAYMENT = (S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED)
-_WAITING = (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
+KEEPS_PAYMENT = rules.KEEPS_PAYMENT
+_WAITING = rules.WAITING_FOR_MONEY
 
 
 def owed_back(order: Order) -> int:
@@ -249,7 +251,7 @@ def payment_apply(order: Order, *, actor: str, now: datetime) -> evaluation.Eval
     """Evaluate the order's transfers and move it accordingly; the caller holds the order's lock."""
     ev = payment_status(order)
     state = order.order_state
-    waiting = state in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.EXPIRED)
+    waiting = rules.waits_for_money(state)
     if ev.status in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID) and waiting:
         _mark_paid(order, actor=actor, now=now, reason=f"payment {ev.status.value}",
                    late=state is S.EXPIRED)  # on time, but the order had already been expired by the sweep
@@ -293,13 +295,14 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
     with transaction.atomic():
         locked = order_lock(order)
         state = locked.order_state
-        if state not in (S.AWAITING_PAYMENT, S.PAYMENT_CLAIMED, S.UNDERPAID, S.PAID_LATE, S.EXPIRED):
+        refusal = rules.mark_paid_refusal(state, received=received_total(locked), refunded=locked.refunds.exists())
+        if refusal == rules.MARK_PAID_WRONG_STATE:
             raise NotAllowedNow(_("This order is %(state)s; there is no payment to accept.")
                                 % {"state": locked.state_label})
-        if received_total(locked) <= 0:
+        if refusal == rules.MARK_PAID_NOTHING_RECEIVED:
             raise NotAllowedNow(_("No confirmed transfer is recorded for this order; record the transfer first."),
                                 code="nothing_received")
-        if locked.refunds.exists():
+        if refusal == rules.MARK_PAID_REFUNDED:
             raise NotAllowedNow(_("Money was already refunded for this order; it cannot be marked paid."),
                                 code="refunded")
         audit_record(actor=actor, action="payment_mark_paid", obj=locked, reason=reason)
@@ -315,7 +318,7 @@ def payment_mark_invalid(*, order: Order, actor: str, reason: str, now: datetime
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
-        if locked.order_state is not S.PAYMENT_CLAIMED:
+        if not rules.may_mark_invalid(locked.order_state):
             raise NotAllowedNow(_("Only a claimed payment can be marked invalid; this order is %(state)s.")
                                 % {"state": locked.state_label})
         target = S.AWAITING_PAYMENT if locked.quote.expires_at > now else S.EXPIRED

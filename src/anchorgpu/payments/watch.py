@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db.models import F
@@ -88,7 +89,9 @@ def _span(state: WatchState, head: BlockRef, depth: int,
     From where the last poll stopped; and from lower down when a block read earlier has been replaced
     since (a reorganisation may have put a payment into a block at a height already read). Replaced
     blocks are found by comparing hashes, so unchanged ones are not read again."""
-    start = state.next_block if state.next_block is not None else max(0, head.number - settings.ANCHORGPU_WATCH_LOOKBACK)
+    start = (
+        state.next_block if state.next_block is not None else max(0, head.number - settings.ANCHORGPU_WATCH_LOOKBACK)
+    )
     start = min(start, head.number + 1)
     window = range(max(0, head.number - depth + 1), head.number + 1)
     known = {int(h): v for h, v in (state.recent or {}).items()}
@@ -128,7 +131,8 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     crossed = state.tip is None or head.number // BALANCE_EVERY_BLOCKS != state.tip // BALANCE_EVERY_BLOCKS
     if asset.chain == "evm" and not asset.is_token and by_address and crossed and hasattr(watcher, "balances"):
         balances = watcher.balances(set(by_address), head.number)
-    _waiting, dropped = _dropped(asset, watcher, [t for t in unsettled if not t.block_hash and where.get(t.txid) is None])
+    unmined = [t for t in unsettled if not t.block_hash and where.get(t.txid) is None]
+    _waiting, dropped = _dropped(asset, watcher, unmined)
     settled = settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
     return _Reads(head, span, seen, unsettled, where, canonical, balances, recent, dropped, settled), by_address
 
@@ -188,7 +192,7 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
         if quote is None:
             continue
         if not _guarded(report, f"record {seen.txid}:{seen.index}",
-                        lambda: transfer_observe(order=quote.order, seen=seen, tip=tip, now=now)):
+                        partial(transfer_observe, order=quote.order, seen=seen, tip=tip, now=now)):
             height = seen.block.number if seen.block else reads.span[0]
             retry_from = height if retry_from is None else min(retry_from, height)
     fresh = {(t.txid, t.index) for t in reads.seen}
@@ -198,8 +202,8 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
         block = reads.where.get(row.txid)
         if block is None and not row.block_hash and row.txid in reads.dropped:
             report.withdrawn += 1
-            _guarded(report, f"withdraw {row}", lambda: transfer_withdraw(
-                transfer=row, expected=(None, ""), now=now,
+            _guarded(report, f"withdraw {row}", partial(
+                transfer_withdraw, transfer=row, expected=(None, ""), now=now,
                 reason="it was never mined and the node no longer knows it (double-spent, replaced or dropped "
                        "from the mempool)"))
             continue
@@ -209,8 +213,8 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
             # a receipt, answers "no receipt" too, and must not take a payment away.
             if row.block_hash and now_there is not None and now_there != row.block_hash:
                 report.withdrawn += 1
-                _guarded(report, f"withdraw {row}", lambda: transfer_withdraw(
-                    transfer=row, expected=(row.block_number, row.block_hash), now=now,
+                _guarded(report, f"withdraw {row}", partial(
+                    transfer_withdraw, transfer=row, expected=(row.block_number, row.block_hash), now=now,
                     reason=f"block {row.block_number} ({row.block_hash[:18]}…) was replaced by {now_there[:18]}… "
                            "and the transaction is in no block now"))
             continue  # still in the mempool, or the node is behind: looked at again next poll
@@ -218,7 +222,7 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
             continue  # a receipt naming a block the chain does not have (yet): not believed
         again = SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
                              sender=row.sender, block=block)
-        _guarded(report, f"update {row}", lambda: transfer_observe(order=row.order, seen=again, tip=tip, now=now))
+        _guarded(report, f"update {row}", partial(transfer_observe, order=row.order, seen=again, tip=tip, now=now))
     if reads.settled.error:
         report.failures.append(f"settled transfers not checked: {reads.settled.error}")
     report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, skip=fresh,

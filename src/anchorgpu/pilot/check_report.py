@@ -29,7 +29,7 @@ def check_report(record: StackRecord, verdict: Verdict, operations: list, ops_no
     return {
         "schema_version": CHECK_SCHEMA,
         "kind": CHECK_KIND,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
         "command": sys.argv,
         "passed": verdict.passed and all(op.passed for op in operations),
         "stack": stack_section(record, verdict),

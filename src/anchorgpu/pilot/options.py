@@ -51,7 +51,7 @@ class PilotOptions:
     parallel: str = "single"  # single | ddp | fsdp
     extra: dict = field(default_factory=dict, compare=False)
 
-    def validate(self) -> "PilotOptions":
+    def validate(self) -> PilotOptions:
         path = Path(self.model)
         if not path.exists():
             raise PilotInputError("model", f"there is no model at {self.model}: give a Hugging Face-format "
@@ -92,14 +92,14 @@ class PilotOptions:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "PilotOptions":
+    def from_json(cls, data: dict[str, Any]) -> PilotOptions:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["data"] = tuple(values.get("data", ()))
         values["lora_targets"] = tuple(values.get("lora_targets", DEFAULT_LORA_TARGETS))
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "PilotOptions":
+    def replace(self, **changes: Any) -> PilotOptions:
         return dataclasses.replace(self, **changes)
 
 

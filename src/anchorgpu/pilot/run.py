@@ -12,8 +12,8 @@ import datetime as dt
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -59,7 +59,7 @@ def _bar(total: int, label: str, enabled: bool):
 def run_pilot(options: PilotOptions, *, say: Callable[[str], None] = lambda _m: None) -> dict:
     """Runs the pilot and returns its report (also written to ``options.report``)."""
     options.validate()
-    started_at = dt.datetime.now(dt.timezone.utc)
+    started_at = dt.datetime.now(dt.UTC)
     torch.manual_seed(options.seed)
     say("loading the model")
     built = build_model(options)

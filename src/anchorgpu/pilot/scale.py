@@ -38,9 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from .command import add_run_arguments, options_from_args
 from .errors import PilotInputError
 from .options import PilotOptions
+from .run_arguments import add_run_arguments, options_from_args
 
 SCHEMA_VERSION = 1
 REPORT_KIND = "anchorgpu-pilot-scale-report"
@@ -194,7 +194,7 @@ def summarise(parallel: str, n: int, ranks: list[dict], baseline: dict | None) -
     if baseline and baseline.get("status") == "ok" and baseline["tokens_per_s"]:
         setting["efficiency"] = setting["tokens_per_s"] / (n * baseline["tokens_per_s"])
         setting["loss_vs_baseline"] = max(abs(a - b) / abs(b) if b else abs(a - b)
-                                          for a, b in zip(losses, baseline["losses"]))
+                                          for a, b in zip(losses, baseline["losses"], strict=False))
     elif parallel == "single":
         setting["efficiency"] = 1.0
     return setting
@@ -217,7 +217,8 @@ def table(report: dict) -> str:
                      f"{s['step_time_s']['median']:.3f} s", ", ".join(_mib(m["bytes"]) for m in s["peak_memory"]),
                      "unbalanced" if s["unbalanced"] else ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+             for row in rows]
     global_batch = report["global_batch"]
     lines.append(f"Global batch {global_batch['samples_per_step']} sequences per step "
                  f"({global_batch['micro_batch']} x {global_batch['grad_accum']} on one process), "
@@ -239,7 +240,7 @@ def main(argv: list[str], out=None, err=None) -> int:
     except PilotInputError as exc:
         print(f"anchorgpu pilot scale: {exc}", file=err)
         return 2
-    started_at = dt.datetime.now(dt.timezone.utc)
+    started_at = dt.datetime.now(dt.UTC)
     results: list[dict] = []
     threads, cores = cpu_threads(settings)
     warnings = []

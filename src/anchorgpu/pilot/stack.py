@@ -116,7 +116,7 @@ class StackRecord:
         return {"record_version": RECORD_VERSION, **asdict(self)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "StackRecord":
+    def from_json(cls, data: dict) -> StackRecord:
         """Reads a record written by ``to_json`` (extra keys, such as a report's findings, are ignored)."""
         if not isinstance(data, dict):
             raise ValueError("a stack record is a JSON object")
@@ -151,7 +151,7 @@ class CudaTarget:
     suffix: str
 
     @classmethod
-    def parse(cls, text: str) -> "CudaTarget | None":
+    def parse(cls, text: str) -> CudaTarget | None:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", text.strip())
         if not match:
             return None

@@ -83,7 +83,8 @@ def terminal_summary(report: dict) -> str:
     lines += [f"  memory        {name}: {text}" for name, text in memory_lines(report["memory"])]
     validation, checkpoint = report["validation"], report["checkpoint"]
     lines += [
-        f"  validation    {validation['batches']} batches in {validation['seconds']:.3f} s, loss {validation['loss']:.4f}",
+        f"  validation    {validation['batches']} batches in {validation['seconds']:.3f} s, "
+        f"loss {validation['loss']:.4f}",
         f"  checkpoint    {_bytes(checkpoint['bytes'])} written in {checkpoint['write_s']:.3f} s",
         f"  restore       {verdict}",
     ]
@@ -106,7 +107,9 @@ def _svg_histogram(values: list[float], width: int = 480, height: int = 200) -> 
         parts.append(f'<rect x="{50 + i * bar:.1f}" y="{height - 30 - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
                      f'fill="#2f6fb0"><title>{low:.4f}–{high:.4f} s: {count}</title></rect>')
     parts.append(f'<text x="50" y="{height - 10}" font-size="11">{bins[0][0]:.4f} s</text>')
-    parts.append(f'<text x="{width - 10}" y="{height - 10}" font-size="11" text-anchor="end">{bins[-1][1]:.4f} s</text>')
+    parts.append(
+        f'<text x="{width - 10}" y="{height - 10}" font-size="11" text-anchor="end">{bins[-1][1]:.4f} s</text>'
+    )
     parts.append(f'<text x="45" y="20" font-size="11" text-anchor="end">{tallest}</text>')
     return (f'<svg role="img" aria-label="Histogram of step times" width="{width}" height="{height}" '
             f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')

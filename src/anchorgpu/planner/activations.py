@@ -7,9 +7,9 @@ decides which terms apply to a given model and setup and in which dtype.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from .layer_spec import LayerSpec, layer_tensors
 from .model_spec import ModelSpec, resolve_targets
@@ -222,7 +222,9 @@ def _conditions(spec: ModelSpec, setup: TrainingSetup, dtypes: Dtypes) -> frozen
     found |= {"norm_trainable", "head_trainable"} if full else set()
     found.add("lora_cast") if lora_cast else None
     for condition, modules in _INPUT_GROUPS.items():
-        targeted = setup.is_lora and not lora_cast and any(m in resolve_targets(spec, setup.lora_targets) for m in modules)
+        targeted = (
+            setup.is_lora and not lora_cast and any(m in resolve_targets(spec, setup.lora_targets) for m in modules)
+        )
         if full or targeted:
             found.add(condition)
     attention = setup.attention_for(spec)
@@ -261,8 +263,9 @@ def _conditions(spec: ModelSpec, setup: TrainingSetup, dtypes: Dtypes) -> frozen
 
 
 # What the MLP keeps (freed when its backward has run) and what the final norm and the head keep.
-_MLP_TERMS = ("mlp_input", "mlp_gate", "mlp_act", "mlp_up", "kbit_mlp_fp32", "down_input", "router_probs", "router_weights",
-              "expert_input", "expert_gate_up", "expert_act", "expert_glu", "expert_down_input", "expert_out")
+_MLP_TERMS = ("mlp_input", "mlp_gate", "mlp_act", "mlp_up", "kbit_mlp_fp32", "down_input", "router_probs",
+              "router_weights", "expert_input", "expert_gate_up", "expert_act", "expert_glu",
+              "expert_down_input", "expert_out")
 _HEAD_TERMS = ("final_norm_input", "final_norm_scaled", "head_input", "lora_head_input", "lora_head_mask",
                "lora_head_mid")
 

@@ -14,7 +14,8 @@ framework's reserve:
   freed what the MLP and the later norms kept;
 * backward, end: all gradients, activations gone;
 * optimizer step: all gradients, the optimizer state, the optimizer's
-  temporaries (a foreach AdamW makes one full-size temporary).
+  temporaries (a foreach AdamW makes one full-size temporary; under ZeRO DeepSpeed's FusedAdam
+  updates in place and makes none).
 
 The steady state is meant (optimizer state exists; step 1 peaks lower), with
 the gradients set to ``None`` after each step and no gradient accumulation.
@@ -35,7 +36,14 @@ from .activations import ACTIVATION_COEFFICIENTS, activation_dtypes, activation_
 from .layer_spec import layer_tensors
 from .model_spec import ModelSpec
 from .params import ParamTensor, lora_tensors, model_tensors
-from .settings_memory import IN_FLIGHT_LAYERS, device_state, fused_ce_chunk, nf4_bytes_per_param, settings_notes
+from .settings_memory import (
+    IN_FLIGHT_LAYERS,
+    PERSISTENCE_THRESHOLD,
+    device_state,
+    fused_ce_chunk,
+    nf4_bytes_per_param,
+    settings_notes,
+)
 from .setup import TrainingSetup
 
 MiB = 1024**2
@@ -221,7 +229,7 @@ class _Phase:
         self.name = name
         self.parts: list[tuple[str, str, float]] = []
 
-    def add(self, component: str, what: str, amount: float) -> "_Phase":
+    def add(self, component: str, what: str, amount: float) -> _Phase:
         if amount:
             self.parts.append((component, what, amount))
         return self
@@ -312,6 +320,13 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         optimizer_temp=optimizer_temp, compute=compute, layer_params=sum(_layer_share(p, spec) for p in placed),
         reduced_grads=sum(p.tensor.total * (4 if setup.precision == "bf16_mixed" else p.stored) for p in trainable))
     weights, optimizer, optimizer_temp = state.weights, state.optimizer, state.optimizer_temp
+    if setup.is_zero and setup.optimizer == "adamw":
+        # DeepSpeed builds the Adam/AdamW its config names itself (engine._configure_basic_optimizer; torch_adam
+        # is off by default): FusedAdam (deepspeed/ops/adam/fused_adam.py), whose multi-tensor-apply kernel
+        # updates the fp32 partition and both moments in place, chunk by chunk: none of the full-size
+        # temporaries torch's foreach AdamW makes. Offloaded, DeepSpeedCPUAdam steps on the host.
+        # (A torch AdamW handed in as the client optimizer would make them again: not the default, not figured.)
+        optimizer_temp = 0.0
     # bitsandbytes pages the state of tensors of 1e5 elements or more (get_state_buffer); smaller ones, as most
     # LoRA adapters, get ordinary allocations.
     paged = 0.0
@@ -439,14 +454,18 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     peak = max(phases, key=lambda p: p.live)
     sizes = _tensor_sizes(spec, setup, placed, n if fsdp else 1)
     sharded = fsdp or setup.parallel == "zero3"
+    full_weights = sum(p.tensor.total * p.stored for p in placed)
+    # a checkpoint holds 4-bit weights unquantised: the largest tensor in flight is at least in compute dtype
+    largest_tensor = max(p.tensor.numel * max(p.stored, compute) for p in placed)
+    resting = other_peaks.Resting(weights=weights, optimizer=optimizer, full_weights=full_weights,
+                                  largest_tensor=largest_tensor, gathered_layer=gathered_layer,
+                                  gathered_root=gathered_root)
+    if zero:
+        resting = _zero_resting(spec, setup, placed, state, resting, compute)
     others = other_peaks.other_peaks(
         sharded=sharded, gpus=n, tokens_eval=setup.tokens_per_step, vocab=spec.vocab_size, hidden=spec.hidden_size,
-        intermediate=spec.intermediate_size, compute=compute,
-        resting=other_peaks.Resting(
-            weights=weights, optimizer=optimizer, full_weights=sum(p.tensor.total * p.stored for p in placed),
-            # a checkpoint holds 4-bit weights unquantised: the largest tensor in flight is at least in compute dtype
-            largest_tensor=max(p.tensor.numel * max(p.stored, compute) for p in placed),
-            gathered_layer=gathered_layer, gathered_root=gathered_root))
+        intermediate=spec.intermediate_size, compute=compute, resting=resting,
+        deepspeed="zero3" if setup.parallel == "zero3" else "")
     notes = _notes(spec, setup, dtypes, reserve) + other_peaks.warnings(others, math.ceil(peak.live))
     moments = [p.parts for p in phases] if reserve.allocator else None
     step = None
@@ -462,6 +481,30 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
                                        reserved=max(step.reserved, first.reserved))
     return with_reserve(peak.parts, peak.name, tuple((p.name, math.ceil(p.live)) for p in phases),
                         moments, sizes, n, reserve, notes, step=step, other=others)
+
+
+def _zero_resting(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], state, resting, compute: int):
+    """What ZeRO adds to the resting state and the moments outside the step (``other_peaks``).
+
+    Both stages: the fp32 master partition lives on the card with the optimizer state (0 when offloaded), and a
+    16-bit save (``save_16bit_model``; under ZeRO-3 ``stage3_gather_16bit_weights_on_model_save``) writes the
+    module's own weights: trainable ones in the compute dtype, not the fp32 master width. ZeRO-3 keeps its
+    reduce bucket (allocated at start-up) and the persistent parameters (under the persistence threshold, kept
+    gathered) at every moment, and a forward outside the step (evaluation) gathers the layers in flight with
+    the prefetch bucket and the head, as the step's forward does.
+    """
+    low = 4 if setup.precision == "fp32" else 2  # the module's width under ZeRO: the compute dtype
+    frozen = sum(p.tensor.total * p.stored for p in placed if not p.trainable)
+    module = frozen + sum(p.tensor.total * low for p in placed if p.trainable)
+    largest = max(p.tensor.numel * (low if p.trainable else max(p.stored, compute)) for p in placed)
+    resident = evaluation = 0.0
+    if setup.parallel == "zero3":
+        persistent = sum(p.tensor.total for p in placed if p.tensor.numel < PERSISTENCE_THRESHOLD) * low
+        resident = persistent + state.bucket
+        head = spec.vocab_size * spec.hidden_size * low
+        evaluation = state.gathered - persistent + head  # the layers in flight, the prefetch, the head
+    return dataclasses.replace(resting, master=state.master, resident=resident, gathered_eval=evaluation,
+                               saved_full=module, saved_largest=largest)
 
 
 def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments, sizes, gpus: int,
@@ -553,15 +596,20 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
         weights = f"frozen {'fp32' if setup.precision == 'fp32' else 'bf16'} base weights, " \
                   f"{setup.adapter_dtype} adapters"
     elif setup.method == "qlora":
-        weights = f"frozen NF4 base weights ({nf4_bytes_per_param(setup) * 8:.3f} bits each{' with double quantisation' if setup.double_quant else ''}), " \
-                  f"bf16 embeddings, head and norms, {setup.adapter_dtype} adapters"
+        weights = (
+            f"frozen NF4 base weights ({nf4_bytes_per_param(setup) * 8:.3f} bits each"
+            f"{' with double quantisation' if setup.double_quant else ''}), "
+            f"bf16 embeddings, head and norms, {setup.adapter_dtype} adapters"
+        )
     notes = [
         f"Weights: {weights}" + ("; autocast keeps a bf16 copy of each trainable fp32 weight from the forward "
                                   "to that weight's backward." if dtypes.autocast else "."),
         "Gradients: one per trainable parameter, in its dtype, set to None after each step "
         "(no gradient accumulation).",
-        f"Optimizer: {setup.optimizer} state for the trainable parameters; foreach implementations, as a GPU "
-        "uses by default.",
+        f"Optimizer: {setup.optimizer} state for the trainable parameters; "
+        + ("DeepSpeed's FusedAdam (DeepSpeed's default for Adam and AdamW), which updates in place."
+           if setup.is_zero and setup.optimizer == "adamw" else
+           "foreach implementations, as a GPU uses by default."),
         "Activations: tensors autograd keeps for the backward, per token from ACTIVATION_COEFFICIENTS, "
         f"× micro-batch {setup.micro_batch} × sequence {setup.seq_len}"
         + ("; with checkpointing only each layer's input, and one layer recomputed at a time."

@@ -11,8 +11,9 @@ the module tree agrees to the tensor) or refused with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 

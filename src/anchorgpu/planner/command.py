@@ -19,8 +19,17 @@ from .model_spec import load_config
 from .model_tree import spec_from_any_config
 from .presets import PRESETS, preset_spec
 from .recommend import DEFAULT_HEADROOM, GB, card_counts, plan
-from .setup import (ADAPTER_DTYPES, ATTENTION, CROSS_ENTROPY, METHODS, OFFLOAD, OPTIMIZERS, PARALLEL, PRECISIONS,
-                    setup_from_mapping)
+from .setup import (
+    ADAPTER_DTYPES,
+    ATTENTION,
+    CROSS_ENTROPY,
+    METHODS,
+    OFFLOAD,
+    OPTIMIZERS,
+    PARALLEL,
+    PRECISIONS,
+    setup_from_mapping,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="e.g. q_proj,v_proj or attention, mlp, all-linear; also lm_head, embed_tokens and, "
                              "on a mixture of experts, experts")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
-    parser.add_argument("--precision", choices=list(dict.fromkeys([p.replace("_", "-") for p in PRECISIONS] + list(PRECISIONS))),
-                        default="bf16-mixed")
+    parser.add_argument(
+        "--precision",
+        choices=list(dict.fromkeys([p.replace("_", "-") for p in PRECISIONS] + list(PRECISIONS))),
+        default="bf16-mixed",
+    )
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--micro-batch", type=int, default=1)
     parser.add_argument("--grad-checkpointing", action="store_true")

@@ -24,8 +24,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 MiB = 1024**2
 

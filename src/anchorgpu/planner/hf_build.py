@@ -197,7 +197,7 @@ def _expert_parameters(model: torch.nn.Module) -> list[str]:
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _has_experts(model_class) -> bool:
     """Whether the model's experts run through transformers' experts interface (fused expert parameters).
 

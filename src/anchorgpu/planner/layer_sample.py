@@ -44,8 +44,9 @@ byte.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -80,7 +81,7 @@ class LayerPlan:
         return sum(len(run) for run in self.runs)
 
     def describe(self) -> str:
-        parts = [f"{count} x {kind}" for kind, count in zip(self.kinds, self.counts)]
+        parts = [f"{count} x {kind}" for kind, count in zip(self.kinds, self.counts, strict=True)]
         sizes = ", ".join(str(len(run)) for run in self.runs)
         return (f"per-layer simulation: {len(self.sequence)} layers ({'; '.join(parts)}) extrapolated from "
                 f"{len(self.runs)} sampled models of {sizes} layers")
@@ -140,7 +141,9 @@ def plan_layers(model: torch.nn.Module, *, fsdp: bool = False) -> LayerPlan:
             kinds.append(describe_kind(layer))
         sequence.append(signatures.index(signature))
     count = len(sequence)
-    base = sorted({sequence.index(k) for k in range(len(kinds))} | {count - 1} | ({min(1, count - 1)} if fsdp else set()))
+    base = sorted(
+        {sequence.index(k) for k in range(len(kinds))} | {count - 1} | ({min(1, count - 1)} if fsdp else set())
+    )
     runs, varied = [tuple(base)], [None]
     for kind in range(len(kinds)):
         spare = [i for i in range(count) if sequence[i] == kind and i not in base]

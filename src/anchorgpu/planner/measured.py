@@ -16,8 +16,9 @@ the measurement a setup needs; ``MeasuredSteps`` answers the planner's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 
@@ -58,7 +59,7 @@ class Measurement:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Measurement":
+    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
         try:
             categories = {name: int(data["categories"].get(name, 0)) for name in CATEGORIES}
             measured = cls(peak=int(data["peak"]), categories=categories, phase=str(data["phase"]),
@@ -146,7 +147,7 @@ class MeasuredSteps:
         return [m.to_json() for _key, m in sorted(self.measurements.items())]
 
     @classmethod
-    def from_json(cls, data: Any) -> "MeasuredSteps":
+    def from_json(cls, data: Any) -> MeasuredSteps:
         if not isinstance(data, list):
             raise PlannerInputError("measurement", "stored measurements are a list.")
         steps = cls()
@@ -174,9 +175,11 @@ def not_simulated(setup: TrainingSetup) -> tuple[str, str] | None:
                                              "linear cross-entropy are other kernels: not simulable; use the "
                                              "analytic engine.")
     if getattr(setup, "activation_offload", False) or getattr(setup, "offload", "none") != "none":
-        return "activation_offload" if getattr(setup, "activation_offload", False) else "offload", gettext_noop("offloading moves tensors to host memory, which a simulation on the CPU "
-                                       "cannot tell apart from the device's: not simulable; use the analytic "
-                                       "engine.")
+        return "activation_offload" if getattr(setup, "activation_offload", False) else "offload", gettext_noop(
+            "offloading moves tensors to host memory, which a simulation on the CPU "
+            "cannot tell apart from the device's: not simulable; use the analytic "
+            "engine."
+        )
     if getattr(setup, "packed", False):
         return "packed", gettext_noop("the simulation runs padded rows, and packed variable-length batches take "
                                       "another attention path: not simulable; use the analytic engine.")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 
@@ -146,7 +147,7 @@ _EQUIVALENT_TARGETS = {
 }
 
 
-def resolve_targets(spec: "ModelSpec", targets: Any) -> Any:
+def resolve_targets(spec: ModelSpec, targets: Any) -> Any:
     """LoRA targets as the modules of ``spec``: a Llama-style name the model does not have becomes the module
     that holds that projection in its layout (``q_proj`` becomes Phi-3's ``qkv_proj``). Names with no such
     module are left for validation to refuse; input that is not a tuple of names is returned as it is."""

@@ -12,8 +12,9 @@ otherwise refusing with the parameters it could not account for.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 

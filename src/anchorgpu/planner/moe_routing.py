@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -59,7 +60,7 @@ def balanced_routing(model: torch.nn.Module):
 
     def route(module, args, kwargs):
         names = ("hidden_states", "top_k_index", "top_k_weights")
-        values = dict(zip(names, args))
+        values = dict(zip(names, args, strict=False))
         values.update(kwargs)
         index = values.get("top_k_index")
         if index is None:
@@ -105,7 +106,7 @@ def moe_shape(config: Any) -> dict[str, int] | None:
     top_k = getattr(config, "num_experts_per_tok", None) or getattr(config, "num_experts_per_token", None)
     if not experts or not top_k:
         return None
-    width = getattr(config, "moe_intermediate_size", None) or getattr(config, "intermediate_size")
+    width = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
     return {"experts": int(experts), "top_k": int(top_k), "width": int(width), "hidden": int(config.hidden_size)}
 
 

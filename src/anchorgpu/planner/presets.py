@@ -10,9 +10,10 @@ engine to run in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 

@@ -14,9 +14,9 @@ card has about 85.9e9 bytes): the planner errs on the safe side.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Callable, Iterable, Mapping, Sequence
 
 from .analytic import COMPONENTS, Breakdown, Reserve, estimate
 from .device_memory import DeviceMeasures, card_generation
@@ -54,11 +54,11 @@ class Offer:
 
     @classmethod
     def from_gb(cls, slug: str, name: str, memory_gb_per_card: int | float, cards_per_unit: int,
-                quantities: Iterable[int], **more) -> "Offer":
+                quantities: Iterable[int], **more) -> Offer:
         """Memory given in the catalog's GB (10^9 bytes)."""
         return cls(slug, name, int(memory_gb_per_card * GB), cards_per_unit, tuple(quantities), **more)
 
-    def validate(self) -> "Offer":
+    def validate(self) -> Offer:
         for value, what in ((self.memory_bytes_per_card, "memory per card"), (self.cards_per_unit, "cards per unit")):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise PlannerInputError(f"offer.{self.slug}", f"{what} must be a positive whole number, "
@@ -95,7 +95,7 @@ class Throughput:
     utilisation: float = 0.35
     multi_card_efficiency: float = 0.90
 
-    def validate(self) -> "Throughput":
+    def validate(self) -> Throughput:
         for slug, value in self.measured.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise PlannerInputError("throughput", f"the measured tokens/s for {slug} must be positive, "

@@ -13,9 +13,9 @@ cost per million tokens is rounded half up to a hundredth of that unit
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Mapping, Sequence
 
 from anchorgpu.catalog.pricing import minor_unit
 
@@ -81,7 +81,7 @@ class Candidate:
 
     @classmethod
     def from_option(cls, option: Option, *, currency: str | None = None, measured: bool = False,
-                    note: str = "") -> "Candidate":
+                    note: str = "") -> Candidate:
         """A ``recommend.Option`` with its throughput (``measured``: from a pilot, else the planner's estimate)."""
         if option.tokens_per_second is None:
             raise PlannerInputError(f"offer.{option.offer.slug}", f"{option.offer.name} has no throughput figure: "

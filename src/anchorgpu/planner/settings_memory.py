@@ -81,7 +81,7 @@ def device_state(setup: TrainingSetup, *, placed, trainable, weights: float, gra
     """``weights`` ... ``optimizer_temp``: the estimate's figures without these settings (FSDP already sharded);
     ``layer_params``: elements of one decoder layer; ``reduced_grads``: the trainable parameters' bytes in
     FSDP's reduce dtype (what no_sync accumulates unsharded)."""
-    n, ga = setup.gpus, setup.grad_accumulation > 1
+    ga = setup.grad_accumulation > 1
     offload = setup.offload
     if setup.is_zero:
         return _zero(setup, placed, trainable, optimizer, optimizer_temp, compute, layer_params)

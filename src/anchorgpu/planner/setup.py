@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from anchorgpu.messages import gettext_noop
 
@@ -131,10 +132,10 @@ class TrainingSetup:
         """The attention kernel that runs: the one chosen, or for ``auto`` the model's own (sdpa or eager)."""
         return spec.attention if self.attention == "auto" else self.attention
 
-    def replace(self, **changes: Any) -> "TrainingSetup":
+    def replace(self, **changes: Any) -> TrainingSetup:
         return dataclasses.replace(self, **changes)
 
-    def validate(self, spec: ModelSpec) -> "TrainingSetup":
+    def validate(self, spec: ModelSpec) -> TrainingSetup:
         """Checks the setup against ``spec``; returns it unchanged or raises ``PlannerInputError``."""
         _choice("method", self.method, METHODS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)

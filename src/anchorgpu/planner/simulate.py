@@ -48,15 +48,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from .analytic import Breakdown, Reserve
 from .errors import PlannerInputError
 from .hf_build import auto_config, build_meta_model, hf_config, not_simulated
-from .measured import Measurement, MeasuredSteps, measured_setup, to_breakdown
+from .measured import MeasuredSteps, Measurement, measured_setup, to_breakdown
 from .model_spec import ModelSpec
 from .moe_routing import balanced_routing, experts_modules, grouped_products_on_fake_tensors, imbalance_allowance
 from .progress import Progress
@@ -207,7 +207,7 @@ def _measure_layers(spec: ModelSpec, setup: TrainingSetup, *, fake: bool, seed: 
         return _measure(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel)
     results, notes = [], []
     reduced_configs = [layer_sample.reduced_config(config, full, indices) for indices in plan.runs]
-    for indices, reduced in zip(plan.runs, reduced_configs):
+    for indices, reduced in zip(plan.runs, reduced_configs, strict=True):
         if not plan.keeps_kinds(indices, _plain_meta_model(auto_config(reduced))):
             return _whole(spec, setup, fake=fake, seed=seed, say=say, parallel=parallel,
                           why="a config cut to fewer layers does not keep its layers' kinds")

@@ -26,9 +26,9 @@ Durations are float seconds. Messages are plain English; the shop shows the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
 
 from .errors import PlannerInputError
 from .recommend import SECONDS_PER_DAY, TERMS
@@ -82,18 +82,18 @@ class RunSize:
     seq_len: int | None = None
 
     @classmethod
-    def from_epochs(cls, tokens_per_epoch: int, epochs: int) -> "RunSize":
+    def from_epochs(cls, tokens_per_epoch: int, epochs: int) -> RunSize:
         per_epoch, count = _positive_int(tokens_per_epoch, "tokens_per_epoch"), _positive_int(epochs, "epochs")
         return cls(per_epoch * count, "epochs", tokens_per_epoch=per_epoch, epochs=count)
 
     @classmethod
-    def from_steps(cls, steps: int, global_batch: int, seq_len: int) -> "RunSize":
+    def from_steps(cls, steps: int, global_batch: int, seq_len: int) -> RunSize:
         values = [_positive_int(v, n) for v, n in ((steps, "steps"), (global_batch, "global_batch"),
                                                    (seq_len, "seq_len"))]
         return cls(values[0] * values[1] * values[2], "steps", steps=values[0], global_batch=values[1],
                    seq_len=values[2])
 
-    def times(self, factor: int) -> "RunSize":
+    def times(self, factor: int) -> RunSize:
         """``factor`` runs of this size one after another (independent experiments in waves)."""
         _positive_int(factor, "runs")
         return RunSize(self.tokens * factor, self.basis, self.tokens_per_epoch,
@@ -122,11 +122,11 @@ class TokenRate:
         object.__setattr__(self, "source", RateSource(self.source))
 
     @classmethod
-    def pilot(cls, tokens_per_s: float, note: str = "") -> "TokenRate":
+    def pilot(cls, tokens_per_s: float, note: str = "") -> TokenRate:
         return cls(tokens_per_s, RateSource.PILOT, note)
 
     @classmethod
-    def estimate(cls, tokens_per_s: float, note: str = "") -> "TokenRate":
+    def estimate(cls, tokens_per_s: float, note: str = "") -> TokenRate:
         return cls(tokens_per_s, RateSource.ESTIMATE, note)
 
 
@@ -170,7 +170,7 @@ class Overheads:
     validation_pass_s: float = 300.0
     export_s: float = 15 * 60
 
-    def validate(self) -> "Overheads":
+    def validate(self) -> Overheads:
         for name in ("loading_s", "checkpoint_write_s", "checkpoint_upload_s", "validation_pass_s", "export_s"):
             _seconds(getattr(self, name), f"overheads.{name}")
         _seconds(self.checkpoint_every_s, "overheads.checkpoint_every_s", positive=True)

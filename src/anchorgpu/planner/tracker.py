@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -7,7 +7,8 @@ config (held to the module tree in the tests) or says that it cannot.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import PlannerInputError
 

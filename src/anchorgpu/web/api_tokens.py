@@ -12,8 +12,10 @@ import re
 import secrets
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
 
@@ -29,9 +31,23 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
+class TooManyTokens(Exception):
+    """The customer already has ``MAX_TOKENS`` active tokens."""
+
+    def __init__(self, count: int = MAX_TOKENS):
+        self.count = count
+        self.message = _("You have %(count)d active tokens; revoke one before making another.") % {"count": count}
+        super().__init__(self.message)
+
+
 def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
-    """Make a token; returns the row and the full token, which is never stored."""
+    """Make a token; returns the row and the full token, which is never stored. Refused (``TooManyTokens``)
+    when the customer has ``MAX_TOKENS`` active ones: counted with the customer's row locked, so two requests
+    at once cannot both pass the limit (on SQLite the transaction holds the write lock from its start)."""
     with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_TOKENS:
+            raise TooManyTokens()
         for _attempt in range(5):
             prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(8))
             if not ApiToken.objects.filter(prefix=prefix).exists():

@@ -36,11 +36,11 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from django.conf import settings
-from django.core.signals import setting_changed
 from django.contrib.messages.storage.cookie import CookieStorage
+from django.core.signals import setting_changed
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
 

@@ -16,10 +16,10 @@ from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.services import Checkout
 from anchorgpu.orders.ssh_keys import MAX_KEYS, SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
+from anchorgpu.planner_pages.run_plans import run_plan_for_order
 
 from .forms import checked_start
 from .models import SavedKey
-from .run_plans import run_plan_for_order
 from .saved_keys import public_keys, saved_keys_of
 
 MAX_KEYS_TEXT = 40_000

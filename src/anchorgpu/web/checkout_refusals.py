@@ -13,10 +13,6 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import QueryDict
-from django.urls import Resolver404, resolve
-from django.utils.translation import gettext as _
-from django.views.csrf import csrf_failure as django_csrf_failure
 
 # What a link to the checkout may carry (order_views._initial reads the same names).
 CHOICE_FIELDS = ("quantity", "term", "environment", "purpose", "start", "plan", "options")
@@ -65,23 +61,3 @@ def leads_to_checkout(path: str) -> bool:
     if parts and parts[0] in _LANGUAGES:
         parts = parts[1:]
     return len(parts) == 2 and parts[0] == "checkout"
-
-
-def csrf_failure(request, reason: str = ""):
-    """``CSRF_FAILURE_VIEW``: a checkout sent with a stale token (an expired session, a log-in in another
-    tab) comes back as the checkout, 403, saying so; every other form gets Django's page."""
-    try:
-        match = resolve(request.path_info)
-    except Resolver404:
-        match = None
-    if match is None or match.url_name != "checkout" or request.method != "POST":
-        return django_csrf_failure(request, reason=reason)
-    if not request.user.is_authenticated:
-        return redirect_to_login(checkout_address(request))
-    from .order_views import checkout_again  # the checkout's own page
-
-    return checkout_again(
-        request, slug=match.kwargs["slug"], query=QueryDict(choice_query(request.POST)), status=403,
-        error=_("This form had been open too long (or you logged in again in another tab), so it could not be "
-                "sent and nothing was ordered. What you typed is filled in again: check it and press “Place "
-                "the order” again."))

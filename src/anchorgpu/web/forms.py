@@ -3,7 +3,7 @@ by the pages and the JSON API so both give the same messages."""
 
 from __future__ import annotations
 
-from datetime import timezone as dt_timezone
+from datetime import UTC
 
 from django import forms
 from django.conf import settings
@@ -22,7 +22,7 @@ def checked_start(start, *, past: str):
     if start is None:
         return None
     try:
-        start = start.astimezone(dt_timezone.utc)  # any offset the parser took, as UTC
+        start = start.astimezone(UTC)  # any offset the parser took, as UTC
     except (OverflowError, ValueError):  # the edge of the calendar, e.g. year 9999 with a negative offset
         raise forms.ValidationError(_("That start is outside the dates we can book.")) from None
     horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS

@@ -12,8 +12,14 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 
-from .saved_keys import (PRIVATE_KEY_REFUSED, SavedKeyError, looks_private, saved_key_add, saved_key_remove,
-                         saved_keys_of)
+from .saved_keys import (
+    PRIVATE_KEY_REFUSED,
+    SavedKeyError,
+    looks_private,
+    saved_key_add,
+    saved_key_remove,
+    saved_keys_of,
+)
 
 
 class SavedKeyForm(forms.Form):

@@ -19,6 +19,7 @@ from anchorgpu.orders.models import Order
 from anchorgpu.orders.term_slide import is_sliding
 from anchorgpu.payments.services import payment_take_earliest_start
 
+
 def _late_by(order: Order) -> timedelta:
     """How much later than its term's start access was ready (the last slide's record), zero if it was not."""
     entry = (AuditEntry.objects.filter(action="term_slide", object_type="orders.order", object_id=str(order.pk))

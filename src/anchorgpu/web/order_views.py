@@ -23,11 +23,13 @@ from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.ops.ratelimit import RateLimited, rate_take
 from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.selectors import order_for_customer, order_page, orders_for_customer
 from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
 from anchorgpu.payments.uri import payment_uri, qr_svg
+from anchorgpu.planner_pages.run_plans import plan_at_checkout
 
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
@@ -35,15 +37,13 @@ from .forms import checked_start
 from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
-from .run_plans import plan_at_checkout
 from .saved_keys import saved_keys_keep
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
 
 
 def _own_order(request, reference: str) -> Order:
-    order = (Order.objects.select_related("product", "environment", "quote__asset", "booking")
-             .filter(reference=reference, user=request.user).first())
+    order = order_for_customer(user=request.user, reference=reference)
     if order is None:
         raise Http404("no such order")
     return order
@@ -170,7 +170,7 @@ def _checkout_page(request, form: CheckoutForm, product: Product, *, status: int
 
 def checkout_again(request, *, slug: str, query, status: int, error: str):
     """A fresh checkout (a new CSRF token) with the choice in ``query`` and ``error`` on top: for a form that
-    could not be read as sent (web.checkout_refusals.csrf_failure)."""
+    could not be read as sent (web.checkout_csrf.csrf_failure)."""
     product = Product.objects.filter(slug=slug, is_active=True).first()
     if product is None:
         raise Http404("no such product")
@@ -200,9 +200,7 @@ checkout.on_database_down = _checkout_database_down
 
 @login_required
 def order_list(request):
-    orders = (Order.objects.filter(user=request.user).select_related("product", "quote__asset")
-              .order_by("-created_at")[:200])
-    return render(request, "web/orders.html", {"orders": orders})
+    return render(request, "web/orders.html", {"orders": orders_for_customer(user=request.user)})
 
 
 # Outcomes of a hash check that are not a refusal: found, waiting, or not checked by machine.
@@ -214,42 +212,39 @@ def _detail_context(request, order: Order, **extra) -> dict:
     quote = getattr(order, "quote", None)
     evaluation = payment_status(order) if quote else None
     claim_check = latest_claim_check(order) if quote else None
-    pay_uri, pay_units = "", None
-    if quote:  # an underpaid order asks only for what is missing
-        units = evaluation.shortfall if order.state == "underpaid" and evaluation.shortfall else quote.amount
-        pay_uri = payment_uri(scheme=quote.scheme, address=quote.address, amount=units,
+    claim_refused = claim_check is not None and claim_check.outcome not in _CLAIM_HOPEFUL
+    now = timezone.now()
+    page = order_page(order, evaluation=evaluation, claim_refused=claim_refused, now=now)
+    pay_uri = ""
+    if page.units_due:  # the amount still due (orders.rules.amount_due): for an underpaid order, what is missing
+        pay_uri = payment_uri(scheme=quote.scheme, address=quote.address, amount=page.units_due,
                               decimals=quote.asset.decimals, chain_id=quote.asset.chain_id,
                               contract=quote.asset.contract)
-        pay_units = units
     context = {
         "order": order,
-        "payable": order.state in ("awaiting_payment", "payment_claimed", "underpaid"),
-        # Wherever money was received and could be given back: a settled order can be refunded at any time.
-        "wants_refund_address": order.refund_due or order.state in ("paid", "provisioning", "active", "failed") or (
-            order.state in ("underpaid", "paid_late", "expired") and evaluation is not None
-            and evaluation.confirmed_total > 0),
+        "page": page,  # what the page shows, decided by the order rules
         "quote": quote,
-        "qr_svg": qr_svg(pay_uri) if quote else "",
+        "qr_svg": qr_svg(pay_uri) if pay_uri else "",
         "pay_uri": pay_uri,
         "demo_keys": bool(quote) and getattr(settings, "ANCHORGPU_ALLOW_TEST_KEYS", False),
-        "pay_units": pay_units,  # what to send now, in base units (the templates format it)
+        "pay_units": page.units_due,  # what to send now, in base units (the templates format it)
         "evaluation": evaluation,
         "timeline": timeline.for_order(order),
-        "now": timezone.now(),
+        "now": now,
         "keys": order.ssh_keys.all(),
         "steps": {s.step: s for s in order.steps.all()},
         "invoice": getattr(order, "invoice", None),
         "simulated": "simulated" in (order.provisioner or getattr(settings, "ANCHORGPU_PROVISIONER", "")).lower(),
         "claim_form": order_forms.ClaimForm(chain=quote.asset.chain if quote else "btc"),
         "claim_check": claim_check,
-        "claim_refused": claim_check is not None and claim_check.outcome not in _CLAIM_HOPEFUL,
+        "claim_refused": claim_refused,
         "claim_text": describe(claim_check, quote.asset) if claim_check else "",
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
     }
     context.update(payment_next(order, quote, now=context["now"]))
     context.update(term_facts(order, now=context["now"]))
     context.update(extra)
-    context["wants_refund_address"] = context["wants_refund_address"] or context["refund_form"].is_bound
+    context["wants_refund_address"] = page.wants_refund_address or context["refund_form"].is_bound
     return context
 
 

@@ -21,14 +21,12 @@ def wait_text(minutes: int) -> str:
 
 
 def payment_next(order, quote, *, now: datetime) -> dict:
-    """Context for the order page's "what happens next" (empty without a quote)."""
+    """Context for the order page's "what happens next" (empty without a quote). Whether the page shows it,
+    and whether a claimed order's quote has run out, is the order page's state summary
+    (``orders.selectors.order_page``)."""
     if quote is None:
-        return {"claim_expired": False}
+        return {}
     asset = quote.asset
     wait = confirmation_estimate(confirmations=quote.confirmations_required, network=asset.network,
                                  chain=asset.chain)
-    return {
-        "confirm_wait": wait_text(int(wait.total_seconds() // 60)),
-        # "I've paid" pressed, then the quote's time ran out: the transfer is checked, nothing is to be sent.
-        "claim_expired": order.state == "payment_claimed" and quote.expires_at <= now,
-    }
+    return {"confirm_wait": wait_text(int(wait.total_seconds() // 60))}

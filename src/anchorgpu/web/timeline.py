@@ -11,10 +11,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from anchorgpu.audit.models import AuditEntry
+from anchorgpu.formats.display import crypto
 from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
 from anchorgpu.orders.provisioning import Step
 from anchorgpu.orders.states import OrderState
-from anchorgpu.formats.display import crypto
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 
-from .api_tokens import MAX_TOKENS, api_token_create, api_token_revoke
+from .api_tokens import TooManyTokens, api_token_create, api_token_revoke
 from .models import ApiToken
 
 
@@ -42,12 +42,14 @@ def api_tokens(request):
                                             "on.") % {"name": token.name})
             return redirect("api_tokens")
         form = TokenForm(request.POST)
-        if tokens.filter(revoked_at__isnull=True).count() >= MAX_TOKENS:
-            form.add_error(None, _("You have %(count)d active tokens; revoke one before making another.")
-                           % {"count": MAX_TOKENS})
         if form.is_valid():
-            token, created = api_token_create(user=request.user, name=form.cleaned_data["name"])
-            form = TokenForm()
+            try:
+                token, created = api_token_create(user=request.user, name=form.cleaned_data["name"])
+            except TooManyTokens as exc:  # the service's limit, said on the form
+                form.add_error(None, exc.message)
+                status = 400
+            else:
+                form = TokenForm()
         else:
             status = 400
     context = {"form": form, "tokens": tokens.order_by("-created_at")[:100], "created": created}

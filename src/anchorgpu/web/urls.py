@@ -1,7 +1,6 @@
 from django.urls import include, path
 
-from . import (checkout_price, contact, order_term, order_views, pilot_report_views, planner_views, simulation_views,
-               views)
+from . import checkout_price, contact, order_term, order_views, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
@@ -19,11 +18,7 @@ urlpatterns = [
     path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
     path("orders/<str:reference>/documents/", include("anchorgpu.billing.urls")),
     path("guides/", include("anchorgpu.guides.urls")),
-    path("planner/", planner_views.planner, name="planner"),
-    path("planner/reports/", pilot_report_views.pilot_reports, name="pilot_reports"),
-    path("planner/reports/<uuid:report_id>/", pilot_report_views.pilot_report, name="pilot_report"),
-    path("planner/simulate/", simulation_views.planner_simulate, name="planner_simulate"),
-    path("planner/simulations/<uuid:job_id>/", simulation_views.planner_simulation, name="planner_simulation"),
-    path("planner/simulations/<uuid:job_id>/status/", simulation_views.planner_simulation_status,
-         name="planner_simulation_status"),
+    path("planner/", include("anchorgpu.planner_pages.urls")),
+    path("planner/reports/", include("anchorgpu.pilotreports.urls")),
+    path("planner/", include("anchorgpu.simulations.urls")),
 ]

@@ -6,8 +6,8 @@ from django import template
 from django.utils.translation import gettext
 
 from anchorgpu.orders.lines import line_label as _line_label
-from anchorgpu.web.pilot_warnings import warning_text
-from anchorgpu.web.simulation_text import error_text, progress_text
+from anchorgpu.pilotreports.warning_text import warning_text
+from anchorgpu.simulations.text import error_text, progress_text
 
 register = template.Library()
 
@@ -35,7 +35,7 @@ def simulation_error(error):
 
 @register.filter
 def pilot_warning(warning):
-    """A warning of a pilot report in the active language (see ``web.pilot_warnings``)."""
+    """A warning of a pilot report in the active language (see ``pilotreports.warning_text``)."""
     return warning_text(warning)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 from django import forms
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 
 from anchorgpu.formats.display import moment, number
 from anchorgpu.orders.models import PURPOSE_CHOICES

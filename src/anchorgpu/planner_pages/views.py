@@ -1,6 +1,6 @@
 """The planner page: the analytic estimate at once, and every card and quantity
 of the catalog with whether the step fits, its price, and a link to checkout.
-From there a simulation can be queued (``simulation_views``)."""
+From there a simulation can be queued (``simulations.views``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from anchorgpu.i18n import message
+from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.analytic import Reserve, estimate
 from anchorgpu.planner.errors import PlannerInputError
 from anchorgpu.planner.measured import not_simulable
@@ -19,10 +20,9 @@ from anchorgpu.planner.model_tree import spec_from_any_config
 from anchorgpu.planner.presets import preset_spec
 from anchorgpu.planner.recommend import GB, plan
 from anchorgpu.planner.setup import setup_from_mapping
-from anchorgpu.pilotreports.services import report_summary, reports_of
 from anchorgpu.planner.shop_offers import shop_offers
 
-from .planner_form import PlannerForm
+from .form import PlannerForm
 from .run_plans import run_context, run_size
 
 COMPONENT_LABELS = {"weights": gettext_lazy("Weights"), "gradients": gettext_lazy("Gradients"),
@@ -140,4 +140,4 @@ def planner(request):
                            simulation_refusal=_(refusal) if refusal else simulation_unavailable())
     elif form.is_bound:
         status = 400
-    return render(request, "web/planner.html", context, status=status)
+    return render(request, "planner_pages/planner.html", context, status=status)

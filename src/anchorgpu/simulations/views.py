@@ -23,12 +23,11 @@ from anchorgpu.planner.measured import MeasuredSteps, not_simulable
 from anchorgpu.planner.recommend import GB, card_counts
 from anchorgpu.planner.setup import setup_from_mapping
 from anchorgpu.planner.shop_offers import shop_offers
+from anchorgpu.planner_pages.form import PlannerForm
+from anchorgpu.planner_pages.views import COMPONENT_LABELS, model_source, results_context, spec_from_source
 from anchorgpu.simulations.availability import simulation_unavailable
 from anchorgpu.simulations.models import SimulationJob
 from anchorgpu.simulations.services import SimulationRefused, job_submit, queue_position, requester_digest
-
-from .planner_form import PlannerForm
-from .planner_views import COMPONENT_LABELS, model_source, results_context, spec_from_source
 
 POLL_SECONDS = 2
 
@@ -48,14 +47,14 @@ def _requester(request) -> str:
 
 def _planner_again(request, form, problem: str, status: int):
     form.add_error(None, problem)
-    return render(request, "web/planner.html", {"form": form}, status=status)
+    return render(request, "planner_pages/planner.html", {"form": form}, status=status)
 
 
 @require_POST
 def planner_simulate(request):
     form = PlannerForm(request.GET)
     if not form.is_valid():
-        return render(request, "web/planner.html", {"form": form}, status=400)
+        return render(request, "planner_pages/planner.html", {"form": form}, status=400)
     data = form.cleaned_data
     try:
         spec = spec_from_source(model_source(data))
@@ -105,11 +104,11 @@ def _job_context(request, job: SimulationJob) -> dict:
 @require_GET
 def planner_simulation(request, job_id):
     job = get_object_or_404(SimulationJob, pk=job_id)
-    return render(request, "web/planner_simulation.html", _job_context(request, job))
+    return render(request, "simulations/planner_simulation.html", _job_context(request, job))
 
 
 @require_GET
 def planner_simulation_status(request, job_id):
     """The live part of the job page, for polling."""
     job = get_object_or_404(SimulationJob, pk=job_id)
-    return render(request, "web/_simulation_live.html", _job_context(request, job))
+    return render(request, "simulations/_simulation_live.html", _job_context(request, job))

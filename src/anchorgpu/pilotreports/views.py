@@ -16,9 +16,8 @@ from django.views.decorators.http import require_http_methods
 from anchorgpu.pilot.report_schema import MAX_REPORT_BYTES, ReportRejected
 from anchorgpu.pilot.summary import memory_svg, step_time_svg
 from anchorgpu.pilotreports.models import PilotReport
+from anchorgpu.pilotreports.rejections import rejection_text
 from anchorgpu.pilotreports.services import report_store, report_summary, reports_of
-
-from .report_reasons import rejection_text
 
 
 class ReportUploadForm(forms.Form):
@@ -44,7 +43,7 @@ def pilot_reports(request):
                 return redirect("pilot_report", report_id=row.pk)
         else:
             status = 400
-    return render(request, "web/pilot_reports.html", {"form": form, "reports": reports_of(request.user)[:50],
+    return render(request, "pilotreports/pilot_reports.html", {"form": form, "reports": reports_of(request.user)[:50],
                                                       "max_mib": MAX_REPORT_BYTES // 2**20}, status=status)
 
 
@@ -57,7 +56,7 @@ def pilot_report(request, report_id):
     # The plots are drawn by the pilot kit from numbers only; every text in them is its own, escaped.
     plots = {"steps": mark_safe(step_time_svg(row.report)), "memory": mark_safe(memory_svg(row.report))}  # noqa: S308
     difference = summary.restore.first_difference or {}
-    return render(request, "web/pilot_report.html", {
+    return render(request, "pilotreports/pilot_report.html", {
         "row": row, "summary": summary, "plots": plots, "gib": 2**30,
         "difference": format_html("{}: {} → {}", difference.get("what", "?"), difference.get("expected", "?"),
                                   difference.get("found", "?")) if difference else "",
