@@ -1,6 +1,10 @@
 """Shared pieces of the operators' admin."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
 
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
@@ -15,3 +19,17 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def missing_object_redirect(model_admin: admin.ModelAdmin, request, opts, object_id) -> HttpResponseRedirect:
+    """What our own admin pages (an order's payment tools, a booking's release, a host's maintenance) answer
+    when the row in the address is not there: a warning on the admin's index, as Django's change page does.
+
+    Django's admin does this with a private method (``ModelAdmin._get_obj_does_not_exist_redirect``) that may
+    change in any release, so this is built from public parts only: ``message_user``, ``unquote`` (documented
+    in ``django.contrib.admin.utils``' use by the admin's URLs) and the ``admin:index`` URL name. The message
+    keeps Django's msgid on purpose, so Django's own catalogues translate it in every language we serve."""
+    text = _("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?") % {
+        "name": opts.verbose_name, "key": unquote(str(object_id))}
+    model_admin.message_user(request, text, messages.WARNING)
+    return HttpResponseRedirect(reverse("admin:index", current_app=model_admin.admin_site.name))

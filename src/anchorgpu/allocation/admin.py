@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.admin_base import ReadOnlyModelAdmin, missing_object_redirect
 from anchorgpu.orders.states import KEEPS_ITS_BOOKING
 
 from . import selectors, services
@@ -149,7 +149,7 @@ class BookingAdmin(ReadOnlyModelAdmin):
     def release_view(self, request, object_id):
         booking = self.get_object(request, object_id)
         if booking is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return missing_object_redirect(self, request, self.opts, object_id)
         if not self.has_release_permission(request, booking):
             raise PermissionDenied
         return self._release(request, [booking], from_action=False)

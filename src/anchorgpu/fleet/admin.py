@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.admin_base import ReadOnlyModelAdmin, missing_object_redirect
 from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
@@ -163,7 +163,7 @@ class HostAdmin(admin.ModelAdmin):
     def maintenance_view(self, request, object_id):
         host = self.get_object(request, object_id)
         if host is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return missing_object_redirect(self, request, self.opts, object_id)
         if not self.has_change_permission(request, host):
             raise PermissionDenied
         if request.method == "POST":

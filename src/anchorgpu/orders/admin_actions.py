@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
 from django.utils.translation import ngettext
 
+from anchorgpu.admin_base import missing_object_redirect
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.payments import refunds, transfers
 from anchorgpu.payments import services as payments
@@ -225,7 +226,7 @@ class OrderToolsMixin:
         order = Order.objects.filter(pk=object_id).select_related("quote__asset").first() \
             if str(object_id).isascii() and str(object_id).isdigit() else None
         if order is None:
-            return self._get_obj_does_not_exist_redirect(request, Order._meta, object_id)
+            return missing_object_redirect(self, request, Order._meta, object_id)
         if getattr(order, "quote", None) is None:
             self.message_user(request, _("This order has no quote, so there is no payment to act on."),
                               messages.WARNING)
