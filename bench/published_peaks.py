@@ -150,6 +150,25 @@ CONFIGS: Mapping[str, tuple[Mapping[str, Any], str]] = MappingProxyType({
                    "google/gemma-2-9b config.json, as kept in src/anchorgpu/planner/presets.py"),
 })
 
+# LitGPT builds its own model from its own Config, and at these commits that model never ties the head to the
+# embedding: GPT has an nn.Embedding ``transformer.wte`` and a separate ``lm_head`` (litgpt/model.py:25,28 and
+# litgpt/lora.py:509-521 at 00af8b0d), its Config has no tie setting (config.py at fd71063c and 00af8b0d) and
+# finetune/lora.py refuses ``train.tie_embeddings`` (validate_args, lora.py:451). When the Hugging Face
+# checkpoint has no ``lm_head.weight`` (Gemma, Gemma 2), convert_hf_checkpoint copies the embedding into it
+# (scripts/convert_hf_checkpoint.py:206-207 and 281-282), and load_state_dict copies that into the separate
+# head parameter on the card. So the model LitGPT trains is the config.json with the embedding untied: one more
+# vocab x hidden matrix (for Gemma 7B 256000 x 3072 = 786,432,000 parameters, 1.57 GB in bf16).
+_LITGPT_UNTIED = ("; as LitGPT builds it: lm_head separate from the embedding (litgpt@00af8b0d model.py:25,28, "
+                  "lora.py:509-521; scripts/convert_hf_checkpoint.py:206-207 and 281-282 copy the embedding "
+                  "into lm_head.weight when the checkpoint has none)")
+CONFIGS = MappingProxyType({
+    **CONFIGS,
+    "gemma-7b-litgpt": ({**CONFIGS["gemma-7b"][0], "tie_word_embeddings": False},
+                        CONFIGS["gemma-7b"][1] + _LITGPT_UNTIED),
+    "gemma-2-9b-litgpt": ({**CONFIGS["gemma-2-9b"][0], "tie_word_embeddings": False},
+                          CONFIGS["gemma-2-9b"][1] + _LITGPT_UNTIED),
+})
+
 _ATTN_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 # --- torchtune: README "Optimization flags" table (Llama 3.2 3B, one A100, batch 2, sequence 4096, bf16) ----
@@ -409,6 +428,20 @@ _LG_LORA_TRUST = {**_LG_TRUST, "lora_rank": "stated: lora_r: 16",
                   "adapter_dtype": "bf16-true puts the adapters in bf16 too"}
 
 
+_LG_UNTIED_NOTE = ("the model is LitGPT's, with lm_head separate from the embedding (the '-litgpt' config): one "
+                   "more vocab x hidden matrix than the tied Hugging Face model")
+# The table's machine column names the machine, not the devices the run used: every LoRA YAML listed on both
+# 1xA10G and 4xA10G shows the same peak and the same runtime on both (config_hub/finetune/README.md at 00af8b0d,
+# lines 12-13, 17-18, 33-34, 38-39, 54-55, 58-59, 63-64, 72-73: falcon-7b 24.84/24.94 min and 16.69/16.69 GB,
+# gemma-2b 9.41/9.41 min and 12.62/12.62 GB, llama-2-7b 32.82/32.83 min and 19.77/19.77 GB, and so on), at
+# 2.5-3 times the cost. Run over 4 devices with FSDP, each device would take a quarter of the samples and hold
+# a quarter of the weights: neither the time nor the peak could stay the same. So the 4xA10G LoRA runs ran the
+# YAML's devices: 1 (gemma-7b/lora.yaml line 15) on one GPU of a 4-GPU machine: no FSDP, no checkpointing.
+_LG_ONE_OF_FOUR = ("inferred: one device. The YAML says devices: 1, and the table's 8 LoRA YAMLs listed on both "
+                   "1xA10G and 4xA10G show the same peak memory and runtime on both (README.md lines 12-13, 17-18, "
+                   "33-34, 38-39, 54-55, 58-59, 63-64, 72-73), so '4xA10G' is the machine, not the devices used")
+
+
 def _lg(id_, model, config, card_gpus, settings, yaml, machine, trust, *, unknown=(), notes=""):
     return Row(id_, model, config, "a10g", card_gpus, settings, "oom", None, None, _lg_source(yaml, machine),
                _lg_recipe(yaml), _LG_SCOPE, _LG_UNIT, trust, unknown=unknown,
@@ -419,17 +452,16 @@ LITGPT = (
     _lg("lg-llama2-7b-full-4xa10g-oom", _L2, "llama-2-7b", 4, _LG_FULL, "llama-2-7b/full.yaml", "4xA10G", _LG_TRUST),
     _lg("lg-llama3-8b-full-4xa10g-oom", "meta-llama/Meta-Llama-3-8B", "llama-3-8b", 4, _LG_FULL,
         "llama-3-8b/full.yaml", "4xA10G", _LG_TRUST),
-    _lg("lg-gemma-7b-lora-1xa10g-oom", "google/gemma-7b", "gemma-7b", 1, _LG_LORA, "gemma-7b/lora.yaml", "1xA10G",
-        _LG_LORA_TRUST),
-    _lg("lg-gemma-7b-lora-4xa10g-oom", "google/gemma-7b", "gemma-7b", 4,
-        {**_LG_LORA, "parallel": "fsdp", "gpus": 4, "grad_accumulation": 1, "grad_checkpointing": True},
-        "gemma-7b/lora.yaml", "4xA10G",
-        {**_LG_LORA_TRUST, "gpus": "stated in the table (4xA10G); the YAML says devices: 1, so --devices 4 was "
-                                   "given on the command line"}),
-    _lg("lg-gemma2-9b-lora-1xa10g-oom", "google/gemma-2-9b", "gemma-2-9b", 1, {**_LG_LORA, "attention": "eager"},
+    _lg("lg-gemma-7b-lora-1xa10g-oom", "google/gemma-7b", "gemma-7b-litgpt", 1, _LG_LORA, "gemma-7b/lora.yaml",
+        "1xA10G", _LG_LORA_TRUST, notes=_LG_UNTIED_NOTE),
+    _lg("lg-gemma-7b-lora-4xa10g-oom", "google/gemma-7b", "gemma-7b-litgpt", 1, _LG_LORA, "gemma-7b/lora.yaml",
+        "4xA10G", {**_LG_LORA_TRUST, "gpus": _LG_ONE_OF_FOUR, "parallel": _LG_ONE_OF_FOUR,
+                   "grad_checkpointing": _LG_ONE_OF_FOUR},
+        notes=_LG_UNTIED_NOTE + "; the machine had 4 A10Gs, the run used one of them (see the trust note on gpus)"),
+    _lg("lg-gemma2-9b-lora-1xa10g-oom", "google/gemma-2-9b", "gemma-2-9b-litgpt", 1, {**_LG_LORA, "attention": "eager"},
         "gemma2-9b/lora.yaml", "1xA10G",
         {**_LG_LORA_TRUST, "attention": "stated in litgpt/model.py: 'with softcapping we cannot use SDPA': the "
-                                        "soft-capped scores are computed by hand (eager)"}),
+                                        "soft-capped scores are computed by hand (eager)"}, notes=_LG_UNTIED_NOTE),
     _lg("lg-llama31-8b-full-oom", "meta-llama/Meta-Llama-3.1-8B", "llama-3-8b", 1,
         {**_LG_FULL, "parallel": "single", "gpus": 1, "grad_accumulation": 16, "grad_checkpointing": False},
         "llama-3.1-8b/full.yaml", "1xA10G", _LG_TRUST,
