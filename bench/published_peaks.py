@@ -153,7 +153,7 @@ CONFIGS: Mapping[str, tuple[Mapping[str, Any], str]] = MappingProxyType({
 # LitGPT builds its own model from its own Config, and at these commits that model never ties the head to the
 # embedding: GPT has an nn.Embedding ``transformer.wte`` and a separate ``lm_head`` (litgpt/model.py:25,28 and
 # litgpt/lora.py:509-521 at 00af8b0d), its Config has no tie setting (config.py at fd71063c and 00af8b0d) and
-# finetune/lora.py refuses ``train.tie_embeddings`` (validate_args, lora.py:451). When the Hugging Face
+# finetune/lora.py refuses ``train.tie_embeddings`` (validate_args, finetune/lora.py:451). When the Hugging Face
 # checkpoint has no ``lm_head.weight`` (Gemma, Gemma 2), convert_hf_checkpoint copies the embedding into it
 # (scripts/convert_hf_checkpoint.py:206-207 and 281-282), and load_state_dict copies that into the separate
 # head parameter on the card. So the model LitGPT trains is the config.json with the embedding untied: one more
