@@ -10,9 +10,9 @@ from django.utils.translation import gettext as _
 from ninja.security.http import HttpAuthBase
 
 from anchorgpu.accounts.api_tokens import token_user
-from anchorgpu.web.responses import api_error
 
 from .body import BodyError
+from .responses import api_error
 
 
 class ApiToken(HttpAuthBase):

@@ -25,7 +25,6 @@ from anchorgpu.payments.services import payment_claim
 from anchorgpu.web.checkout_form import CheckoutForm
 from anchorgpu.web.order_forms import ClaimForm
 from anchorgpu.web.order_limits import order_place_limited
-from anchorgpu.web.responses import api_error, form_error
 
 from . import answers
 from . import schemas as s
@@ -34,6 +33,7 @@ from .body import OPTIONAL_BODY, BodyError, fingerprint, form_data
 from .catalog import body_product
 from .models import ApiIdempotency
 from .openapi_parts import errors
+from .responses import api_error, form_error
 
 router = Router()
 
