@@ -126,9 +126,9 @@ def _setup_shop(customers: int) -> list[dict]:
     from django.core.management import call_command
     from django.db import connection
 
+    from anchorgpu.accounts.api_tokens import api_token_create
     from anchorgpu.demo import load_demo
     from anchorgpu.i18n_catalogs import compile_catalogs
-    from anchorgpu.web.api_tokens import api_token_create
 
     compile_catalogs(only_stale=True)  # the pages in every language, as `anchorgpu serve` does
     call_command("migrate", verbosity=0)

@@ -144,6 +144,8 @@ INSTALLED_APPS = [
     "anchorgpu.pilotreports",
     "anchorgpu.planner_pages",
     "anchorgpu.ops",
+    "anchorgpu.accounts",
+    "anchorgpu.api",
     "anchorgpu.web",
 ]
 
@@ -161,7 +163,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Every /admin/ address: two-factor first (below the others, so its redirects carry their headers).
-    "anchorgpu.web.two_factor_gate.AdminTwoFactorMiddleware",
+    "anchorgpu.accounts.two_factor_gate.AdminTwoFactorMiddleware",
     # Last, so it is the first to see a view's exception: a lost database connection answers 503, not 500.
     "anchorgpu.ops.dbdown.DatabaseUnavailableMiddleware",
 ]
@@ -316,7 +318,7 @@ ANCHORGPU_RATE_LIMITS = _flag("ANCHORGPU_RATE_LIMITS", default=True)
 # visitor's address for the per-address limits is then its last hop (off by default: a client can write the
 # header itself).
 ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY = _flag("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY")
-# Operators reach the admin only after two-factor sign-in (anchorgpu.web.two_factor_gate); on in production.
+# Operators reach the admin only after two-factor sign-in (anchorgpu.accounts.two_factor_gate); on in production.
 ANCHORGPU_ADMIN_2FA = admin_two_factor_required(production=PRODUCTION, value=os.environ.get("ANCHORGPU_ADMIN_2FA"))
 # /metrics answers only with this bearer token; without one, to nobody (with DEBUG on, to the machine itself).
 ANCHORGPU_METRICS_TOKEN = os.environ.get("ANCHORGPU_METRICS_TOKEN", "").strip()

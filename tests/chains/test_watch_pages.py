@@ -11,9 +11,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.payments.models import Asset
 from anchorgpu.payments.watch import watch_poll
-from anchorgpu.web.api_tokens import api_token_create
 from tests.chains.watch_support import CONFIRMATIONS, ChainShop, fresh
 
 pytestmark = pytest.mark.django_db

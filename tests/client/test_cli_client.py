@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.client.commands import run
 from anchorgpu.client.tables import render_table
 from anchorgpu.orders.models import Order
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.allocation.models import Booking, BookingDevice
+from anchorgpu.api.models import ApiIdempotency
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.billing.models import Invoice
 from anchorgpu.ops.models import SweepRecord
@@ -30,8 +32,6 @@ from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.provisioning import PLAN
 from anchorgpu.payments import services as payment_services
 from anchorgpu.payments.models import Quote, Transfer
-from anchorgpu.web.api_tokens import api_token_create
-from anchorgpu.web.models import ApiIdempotency
 from anchorgpu.worker import run_once
 from tests import shop
 from tests.allocation.test_race import overlapping_live_rows

@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
 from django.utils import translation
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.pilotreports.services import report_store
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.billing.conftest import paid_order
 from tests.runplans.reports import as_bytes, gpu_report

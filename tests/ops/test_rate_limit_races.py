@@ -14,12 +14,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
+from anchorgpu.accounts import totp, two_factor, two_factor_views
+from anchorgpu.accounts.api_tokens import api_token_create
+from anchorgpu.accounts.models import TwoFactorDevice
 from anchorgpu.ops.models import RateEvent
 from anchorgpu.ops.ratelimit import LIMITS
 from anchorgpu.orders.models import Order
-from anchorgpu.web import totp, two_factor, two_factor_views
-from anchorgpu.web.api_tokens import api_token_create
-from anchorgpu.web.models import TwoFactorDevice
 from tests import shop
 from tests.allocation.test_race import run_together
 

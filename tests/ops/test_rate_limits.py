@@ -14,11 +14,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from anchorgpu.accounts import login_guard
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.ops.models import RateEvent, RateKey
 from anchorgpu.ops.ratelimit import LIMITS, rate_events_purge
 from anchorgpu.orders.models import Order
-from anchorgpu.web import login_guard
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.web.test_checkout import form_data
 

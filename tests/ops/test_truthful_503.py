@@ -10,10 +10,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
-from anchorgpu.orders.models import Order
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.api import orders as api_orders
+from anchorgpu.orders.models import Order
 from anchorgpu.web import order_views
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.web.test_api_orders import Api, order_body
 from tests.web.test_checkout import checkout_url, form_data

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.pilot.report_schema import MAX_REPORT_BYTES
 from anchorgpu.pilotreports.models import PilotReport
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 from tests.runplans.reports import CPU_REPORT, as_bytes, gpu_report
 from tests.web.test_api_orders import Api, order_body

@@ -8,11 +8,11 @@ import jsonschema
 import pydantic
 import pytest
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.api import schemas
 from anchorgpu.api.openapi import openapi
 from anchorgpu.orders.models import Order
 from anchorgpu.payments.uri import payment_uri
-from anchorgpu.web.api_tokens import api_token_create
 from anchorgpu.web.forms import OfferQueryForm, ProductQueryForm
 from tests import shop
 from tests.web.test_api_orders import Api, order_body

@@ -16,10 +16,11 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
+from anchorgpu.accounts.api_tokens import api_token_create
+from anchorgpu.accounts.models import ApiToken
 from anchorgpu.allocation.models import Booking
+from anchorgpu.api.models import ApiIdempotency
 from anchorgpu.orders.models import STATE_LABELS, Order
-from anchorgpu.web.api_tokens import api_token_create
-from anchorgpu.web.models import ApiIdempotency, ApiToken
 from tests import shop
 
 pytestmark = pytest.mark.django_db

@@ -23,9 +23,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.api import urls as api
 from anchorgpu.api.openapi import openapi
-from anchorgpu.web.api_tokens import api_token_create
 from tests import shop
 
 FIXED = openapi()  # no database: the shape only

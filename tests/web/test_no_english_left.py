@@ -353,7 +353,7 @@ def emails(user, code: str, mailoutbox) -> dict[str, str]:
         found[f"state_changed {state.value}"] = "\n".join(_message(OrderEmail(
             order=active if state in (OrderState.ACTIVE, OrderState.COMPLETED) else order,
             kind=OrderEmail.Kind.STATE_CHANGED, state=state.value)))
-    from anchorgpu.web.login_guard import email_code_send
+    from anchorgpu.accounts.login_guard import email_code_send
     with translation.override(code):
         email_code_send(user=user, pending={})
     mails = list(mailoutbox)

@@ -1,4 +1,4 @@
-"""The API's bearer tokens (``web.api_tokens``), as ninja's authentication: no session, no cookie, so no
+"""The API's bearer tokens (``accounts.api_tokens``), as ninja's authentication: no session, no cookie, so no
 CSRF token. ``before`` runs the checks an operation makes before its body is read, in the order the API has
 always made them (the order's owner, the rate limit, the Idempotency-Key, unknown query parameters)."""
 
@@ -9,10 +9,10 @@ from collections.abc import Callable
 from django.utils.translation import gettext as _
 from ninja.security.http import HttpAuthBase
 
-from anchorgpu.web.api_tokens import token_user
-from anchorgpu.web.responses import api_error
+from anchorgpu.accounts.api_tokens import token_user
 
 from .body import BodyError
+from .responses import api_error
 
 
 class ApiToken(HttpAuthBase):

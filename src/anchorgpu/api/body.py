@@ -11,7 +11,8 @@ from django.utils.translation import gettext as _
 from ninja.parser import Parser
 
 from anchorgpu.json_depth import too_deep
-from anchorgpu.web.responses import api_error
+
+from .responses import api_error
 
 MAX_NESTING = 32  # no body of this API nests more than 2 levels; deeper input is refused before parsing
 OPTIONAL_BODY = "_anchorgpu_optional_body"  # set on a request whose operation takes an empty body as {}

@@ -14,12 +14,12 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
 from anchorgpu.web import catalog_cache
 from anchorgpu.web.forms import OfferQueryForm, ProductQueryForm
-from anchorgpu.web.responses import api_error, form_error
 
 from . import answers
 from . import schemas as s
 from .body import BodyError, form_data
 from .openapi_parts import errors, query_parameters
+from .responses import api_error, form_error
 
 router = Router()
 _OFFERS = TypeAdapter(list[s.Offer])

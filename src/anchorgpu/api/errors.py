@@ -10,10 +10,10 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from anchorgpu.ops.ratelimit import RateLimited
 from anchorgpu.orders.errors import InvalidOrder, OrderError
-from anchorgpu.web.responses import api_error
 
 from .body import BodyError, read_json, too_large
 from .fields import NESTED, TEXT
+from .responses import api_error
 
 # The old reader refused unknown fields first, then nesting, then text that cannot be stored, then wrong JSON
 # types: only the earliest kind found is reported, as it did.

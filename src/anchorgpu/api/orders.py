@@ -23,17 +23,17 @@ from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim
 from anchorgpu.payments.services import payment_claim
 from anchorgpu.web.checkout_form import CheckoutForm
-from anchorgpu.web.models import ApiIdempotency
 from anchorgpu.web.order_forms import ClaimForm
 from anchorgpu.web.order_limits import order_place_limited
-from anchorgpu.web.responses import api_error, form_error
 
 from . import answers
 from . import schemas as s
 from .auth import ApiToken, no_query
 from .body import OPTIONAL_BODY, BodyError, fingerprint, form_data
 from .catalog import body_product
+from .models import ApiIdempotency
 from .openapi_parts import errors
+from .responses import api_error, form_error
 
 router = Router()
 

@@ -16,12 +16,12 @@ from anchorgpu.pilot.report_schema import MAX_REPORT_BYTES, ReportRejected
 from anchorgpu.pilotreports.models import PilotReport
 from anchorgpu.pilotreports.rejections import rejection_text
 from anchorgpu.pilotreports.services import report_store, reports_of
-from anchorgpu.web.responses import api_error
 
 from . import answers
 from . import schemas as s
 from .auth import ApiToken
 from .openapi_parts import errors
+from .responses import api_error
 
 router = Router()
 

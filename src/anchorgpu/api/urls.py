@@ -12,10 +12,9 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 from ninja.utils import replace_path_param_notation
 
-from anchorgpu.web.responses import api_error
-
 from . import openapi
 from .app import ROUTERS, api
+from .responses import api_error
 
 
 def _methods() -> dict[str, set[str]]:

@@ -33,7 +33,7 @@ from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
 
-from anchorgpu.web.responses import api_error
+from anchorgpu.api.responses import api_error
 
 log = logging.getLogger("anchorgpu.db")
 RETRY_AFTER_SECONDS = 5

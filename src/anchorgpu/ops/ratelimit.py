@@ -18,7 +18,7 @@ and at most the limit get through. Three ways to use it:
   and a repeated request for an order that exists is answered without deciding anything.
 * ``rate_note`` records the attempt under the same lock without refusing it, and says whether the
   windows were already full: failed log-ins per account never lock the account, but past a limit it is
-  under attack (``web.login_guard``: the answer no longer depends on the password, and a right one needs a
+  under attack (``accounts.login_guard``: the answer no longer depends on the password, and a right one needs a
   second factor); taking the slot before the password is checked means concurrent guesses cannot all pass
   while the window still looks open.
 
@@ -57,7 +57,7 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
     # and given back when it was right.
     "login": (Limit("login:address", 20, 900, "address"),),
     # Failed log-ins on one account, from anywhere: counted, never refusing (that would lock the owner out);
-    # past either window the account is under attack (``web.login_guard``): from a browser it does not know,
+    # past either window the account is under attack (``accounts.login_guard``): from a browser it does not know,
     # right and wrong passwords get the same answer, and a right one needs a second factor. The day's window
     # keeps a slow guesser to 30 answered guesses a day, not 10 every 15 minutes.
     "login_account": (Limit("login:account", 10, 900, "field:username"),

@@ -9,6 +9,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django_countries import countries
 
+from anchorgpu.accounts.models import SavedKey
+from anchorgpu.accounts.saved_keys import public_keys, saved_keys_of
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, Stack, environment_fits
 from anchorgpu.i18n import message
@@ -19,8 +21,6 @@ from anchorgpu.payments.selectors import assets_accepted
 from anchorgpu.planner_pages.run_plans import run_plan_for_order
 
 from .forms import checked_start
-from .models import SavedKey
-from .saved_keys import public_keys, saved_keys_of
 
 MAX_KEYS_TEXT = 40_000
 _VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")

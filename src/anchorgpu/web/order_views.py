@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
+from anchorgpu.accounts.saved_keys import saved_keys_keep
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
@@ -37,7 +38,6 @@ from .forms import checked_start
 from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
-from .saved_keys import saved_keys_keep
 
 _ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
 

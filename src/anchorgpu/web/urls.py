@@ -5,7 +5,7 @@ from . import checkout_price, contact, order_term, order_views, views
 urlpatterns = [
     path("", views.catalog, name="catalog"),
     path("products/<slug:slug>/", views.product_detail, name="product"),
-    path("account/", include("anchorgpu.web.account_urls")),
+    path("account/", include("anchorgpu.accounts.urls")),
     path("checkout/<slug:slug>/", order_views.checkout, name="checkout"),
     path("checkout/<slug:slug>/price/", checkout_price.checkout_price, name="checkout_price"),
     path("contact/", contact.contact, name="contact"),

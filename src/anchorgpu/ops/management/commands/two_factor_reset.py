@@ -3,7 +3,7 @@ import getpass
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from anchorgpu.web.two_factor import two_factor_reset
+from anchorgpu.accounts.two_factor import two_factor_reset
 
 
 class Command(BaseCommand):

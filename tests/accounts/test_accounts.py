@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import signing
 
-from anchorgpu.web import login_guard
+from anchorgpu.accounts import login_guard
 
 pytestmark = pytest.mark.django_db
 

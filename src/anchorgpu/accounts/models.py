@@ -1,12 +1,11 @@
-"""What the web layer stores of its own: API tokens, the idempotency
-keys of orders placed through the API, and the operators' two-factor
-devices with their recovery codes."""
+"""What an account keeps: API tokens, the operators' two-factor devices with their recovery codes, and saved
+SSH keys. The tables keep the names they had in the ``web`` app (``Meta.db_table``); migration
+``web.0004_models_to_accounts_and_api`` moved the models here without touching the database."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 
@@ -24,6 +23,7 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
 
     class Meta:
+        db_table = "web_apitoken"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["user", "-created_at"], name="api_token_by_user")]
         verbose_name = _("API token")
@@ -37,30 +37,8 @@ class ApiToken(models.Model):
         return self.revoked_at is None
 
 
-class ApiIdempotency(models.Model):
-    """An Idempotency-Key a customer sent with POST /api/v1/orders, the
-    fingerprint of the body it came with and the order it made."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(_("idempotency key"), max_length=64)
-    fingerprint = models.CharField(_("fingerprint of the request body"), max_length=64)
-    order = models.OneToOneField("orders.Order", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
-    created_at = models.DateTimeField(_("created"), auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="api_idempotency_key_once"),
-            models.CheckConstraint(condition=~Q(key=""), name="api_idempotency_key_not_empty"),
-        ]
-        verbose_name = _("API idempotency key")
-        verbose_name_plural = _("API idempotency keys")
-
-    def __str__(self) -> str:
-        return self.key
-
-
 class TwoFactorDevice(models.Model):
-    """A staff user's authenticator (TOTP, RFC 6238: SHA-1, 6 digits, 30 s; ``anchorgpu.web.totp``).
+    """A staff user's authenticator (TOTP, RFC 6238: SHA-1, 6 digits, 30 s; ``anchorgpu.accounts.totp``).
     Made unconfirmed when the enrolment page is first shown; it counts only once ``confirmed_at`` is
     set, by a correct code. The secret is kept as base32 (it must be, to compute the codes); the
     last accepted time step refuses a code used twice. ``recovery_salt`` salts the SHA-256 hashes
@@ -74,6 +52,7 @@ class TwoFactorDevice(models.Model):
     recovery_salt = models.CharField(_("salt of the recovery codes"), max_length=32, blank=True)
 
     class Meta:
+        db_table = "web_twofactordevice"
         verbose_name = _("two-factor device")
         verbose_name_plural = _("two-factor devices")
 
@@ -94,6 +73,7 @@ class RecoveryCode(models.Model):
     used_at = models.DateTimeField(_("used"), null=True, blank=True)
 
     class Meta:
+        db_table = "web_recoverycode"
         constraints = [models.UniqueConstraint(fields=["device", "code_hash"], name="recovery_code_once")]
         verbose_name = _("recovery code")
         verbose_name_plural = _("recovery codes")
@@ -117,6 +97,7 @@ class SavedKey(models.Model):
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
+        db_table = "web_savedkey"
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["user", "fingerprint"], name="saved_key_once_per_user")]
         verbose_name = _("saved SSH key")

@@ -1,7 +1,7 @@
 """Time-based one-time passwords (RFC 6238 over RFC 4226's HOTP), written here
 from the two RFCs: HMAC-SHA-1, 6 digits, 30-second steps counted from the Unix
 epoch. Pure Python, no Django: the operators' two-factor sign-in
-(``anchorgpu.web.two_factor``) keeps the secret and the last step used; this
+(``anchorgpu.accounts.two_factor``) keeps the secret and the last step used; this
 module only computes and compares codes.
 
 A code is accepted for the current step and one step either side (clocks

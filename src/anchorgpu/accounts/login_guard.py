@@ -64,7 +64,9 @@ log = logging.getLogger("anchorgpu.security")
 SENT, OFF, FAILED = "sent", "off", "failed"
 DECOY = "decoy"  # in a password step's pending session: the password was wrong, nobody is behind it
 DEVICE_COOKIE = "anchorgpu_device"
+# The salts keep the module's old name (it lived in anchorgpu.web): a new one would forget every remembered device.
 DEVICE_SALT = "anchorgpu.web.login_guard.known-device"
+DECOY_SALT = "anchorgpu.web.login_guard.decoy"
 DEVICE_SECONDS = 90 * 24 * 3600
 
 
@@ -98,7 +100,7 @@ class RateAs:
 def decoy_rate_as(account, username: str) -> int | str:
     if account is not None:
         return account.pk
-    return "typed:" + salted_hmac("anchorgpu.web.login_guard.decoy", username).hexdigest()
+    return "typed:" + salted_hmac(DECOY_SALT, username).hexdigest()
 
 
 def _device_hash(user) -> str:

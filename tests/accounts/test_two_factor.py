@@ -16,12 +16,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from anchorgpu.accounts import totp, two_factor
+from anchorgpu.accounts.models import RecoveryCode, TwoFactorDevice
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.ops.models import RateEvent
 from anchorgpu.ops.ratelimit import LIMITS
 from anchorgpu.production import admin_two_factor_required
-from anchorgpu.web import totp, two_factor
-from anchorgpu.web.models import RecoveryCode, TwoFactorDevice
 from tests import shop
 from tests.ops.test_rate_limits import page_text
 

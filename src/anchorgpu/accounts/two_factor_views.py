@@ -29,7 +29,7 @@ from anchorgpu.ops.ratelimit import RateLimited, rate_give_back, rate_note, rate
 from anchorgpu.payments.uri import qr_svg
 
 from . import login_guard, totp
-from .accounts import EmailLoginForm, safe_next
+from .forms import EmailLoginForm
 from .models import TwoFactorDevice
 from .two_factor import (
     SESSION_VERIFIED,
@@ -46,6 +46,7 @@ from .two_factor import (
     two_factor_start,
     two_factor_verify,
 )
+from .views import safe_next
 
 PENDING = "two_factor_pending"  # the password step passed: who, with which backend, until when
 PENDING_SECONDS = 600

@@ -11,12 +11,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.urls import reverse
 
+from anchorgpu.accounts.api_tokens import api_token_create
+from anchorgpu.accounts.models import SavedKey
+from anchorgpu.accounts.saved_keys import MAX_SAVED_KEYS, SavedKeyError, saved_key_add, saved_key_remove
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.models import Order, OrderKey
 from anchorgpu.orders.ssh_keys import parse_key
-from anchorgpu.web.api_tokens import api_token_create
-from anchorgpu.web.models import SavedKey
-from anchorgpu.web.saved_keys import MAX_SAVED_KEYS, SavedKeyError, saved_key_add, saved_key_remove
 from tests import shop
 
 pytestmark = pytest.mark.django_db

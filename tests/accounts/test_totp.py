@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from anchorgpu.web import totp
+from anchorgpu.accounts import totp
 
 RFC_KEY = b"12345678901234567890"  # the ASCII seed both RFCs use for SHA-1
 

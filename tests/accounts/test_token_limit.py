@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import translation
 
-from anchorgpu.web.api_tokens import MAX_TOKENS, TooManyTokens, api_token_create, api_token_revoke
-from anchorgpu.web.models import ApiToken
+from anchorgpu.accounts.api_tokens import MAX_TOKENS, TooManyTokens, api_token_create, api_token_revoke
+from anchorgpu.accounts.models import ApiToken
 from tests import shop
 from tests.allocation.test_race import run_together
 

@@ -6,10 +6,10 @@ from django.urls import path, reverse_lazy
 
 from anchorgpu.ops.ratelimit import rate_limited
 
-from . import accounts, key_views, token_views, two_factor_views
+from . import key_views, token_views, two_factor_views, views
 
 urlpatterns = [
-    path("signup/", rate_limited("signup", again=accounts.signup_refused)(accounts.signup), name="signup"),
+    path("signup/", rate_limited("signup", again=views.signup_refused)(views.signup), name="signup"),
     path("login/", two_factor_views.LoginView.as_view(), name="login"),  # limits failures itself
     path("login/code/", two_factor_views.login_code, name="login_code"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -18,8 +18,8 @@ urlpatterns = [
         name="password_change"),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(
         template_name="accounts/password_change_done.html"), name="password_change_done"),
-    path("reset/", rate_limited("password_reset", again=accounts.password_reset_refused)(
-        accounts.PasswordResetView.as_view(success_url=reverse_lazy("password_reset_done"))), name="password_reset"),
+    path("reset/", rate_limited("password_reset", again=views.password_reset_refused)(
+        views.PasswordResetView.as_view(success_url=reverse_lazy("password_reset_done"))), name="password_reset"),
     path("reset/sent/", auth_views.PasswordResetDoneView.as_view(
         template_name="accounts/password_reset_done.html"), name="password_reset_done"),
     path("reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(

@@ -2,7 +2,7 @@
 a recovery code, make new recovery codes, turn it off; and the session flag that
 says this session passed the second factor.
 
-The codes themselves are computed by ``anchorgpu.web.totp`` (pure). Recovery
+The codes themselves are computed by ``anchorgpu.accounts.totp`` (pure). Recovery
 codes are stored as SHA-256 hashes salted per user (``TwoFactorDevice.recovery_salt``),
 not with the password hashers: they are random, and a slow hash per code would
 make each check cost seconds. Each check locks the device row, so a code raced
