@@ -2,8 +2,9 @@
 
 ``torch.cuda.reset_peak_memory_stats`` sets the reserved peak to what the allocator holds at that
 moment, not to zero, and the allocator keeps every segment it took until ``torch.cuda.empty_cache``
-(c10/cuda/CUDACachingAllocator.cpp: ``resetPeakStats`` sets each peak to its current value; cached
-blocks go back to the driver only in ``release_cached_blocks``). So ``max_memory_reserved`` read
+(pytorch/pytorch@001074d2 c10/cuda/CUDACachingAllocator.cpp: ``reset_peak_stat`` does
+``stat.peak = stat.current``; cached blocks go back to the driver only when the cache is emptied or a
+cudaMalloc fails). So ``max_memory_reserved`` read
 after a reset covers what the load and the wrap left cached, as far as the step cannot reuse it.
 Whether that cache is there is a property of how a run measures: ``Reserve.load_cache`` names it.
 
