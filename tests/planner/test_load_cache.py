@@ -110,3 +110,13 @@ def test_the_losss_transients_are_requested_as_the_tensors_they_are():
     assert sorted(sizes.blocks[("temporaries", "logits and their fp32 copy")]) == [2 * logits, 4 * logits]
     assert sizes.blocks[("temporaries", "gradients of the logits")] == (4 * logits, 4 * logits)
     assert sizes.requests("temporaries", "gradients of the logits", 8 * logits, 0) == [4 * logits, 4 * logits]
+
+
+def test_fsdp_gathers_a_4bit_layer_as_its_codes():
+    placed = _placements(LLAMA_1B, FSDP_QLORA)
+    layer = [p for p in placed if p.tensor.per_layer]
+    codes = sum(p.tensor.numel * (2 if p.trainable else 0.5 if p.tensor.is_linear_weight else p.stored)
+                for p in layer)
+    result = estimate(LLAMA_1B, FSDP_QLORA, reserve=NO_RESERVE)
+    parts = {(c, w): b for c, w, b in result.parts}
+    assert parts[("weights", "FSDP: the last layer's all-gather buffer")] == pytest.approx(codes, abs=2)

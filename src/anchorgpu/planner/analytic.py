@@ -321,8 +321,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         # bf16_mixed runs FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): trainable weights
         # are gathered (and their gradients produced) in bf16, then reduced in fp32; frozen weights are gathered
         # as stored. Other precisions gather and reduce in the stored dtype.
-        def gathered(p: _Placed) -> float:
-            return compute if p.trainable else p.stored
+        def gathered(p: _Placed) -> float:  # a 4-bit weight is gathered as its codes (its state stays whole)
+            return compute if p.trainable else _codes_bytes(p, setup)
 
         def reduced(p: _Placed) -> float:
             return 4 if setup.precision == "bf16_mixed" else p.stored
@@ -418,8 +418,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     if head_dequant:  # the 4-bit head's matmuls, forward and backward: its weight dequantised whole
         for name, what in (("forward, the head's matmul", "logits as the head returns them"),
                            ("backward, the head's matmul", "gradient of the logits")):
-            phase = weighed(name).add("weights", "bf16 autocast copies",
-                                                                           copies_all)
+            phase = weighed(name).add("weights", "bf16 autocast copies", copies_all)
             add_optimizer(phase)
             for part in stored_acts:
                 phase.add(*part)
