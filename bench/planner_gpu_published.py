@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from published_peaks import CARDS, CONFIGS, ROWS, UNITS, Row  # noqa: E402
 
-from anchorgpu.planner.analytic import estimate  # noqa: E402
+from anchorgpu.planner.analytic import Reserve, estimate  # noqa: E402
 from anchorgpu.planner.errors import PlannerInputError  # noqa: E402
 from anchorgpu.planner.model_spec import model_spec_from_config  # noqa: E402
 from anchorgpu.planner.params import parameter_counts  # noqa: E402
@@ -151,7 +151,7 @@ def plan_row(row: Row) -> Result:
         return Result(row, "setting not modelled", ", ".join(missing), rule=rule)
     try:
         setup = setup_from_mapping(fields)
-        breakdown = estimate(spec, setup)
+        breakdown = estimate(spec, setup, Reserve(load_cache=row.load_cache))
     except PlannerInputError as exc:
         return Result(row, "setting not modelled", str(exc), rule=rule)
     device, _ = device_bytes(breakdown, CARDS[row.card].generation)

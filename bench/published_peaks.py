@@ -26,6 +26,8 @@ Fields of a ``Row``:
   generation included).
 * ``trust``: per setting, why we believe it (where it is stated, or how it is inferred).
 * ``unknown``: settings the sources do not pin down; a row with any is kept apart and not judged.
+* ``load_cache``: what loading and wrapping the model leave cached in PyTorch's allocator when the
+  measurement starts (``planner/load_cache.py``); the reason is in ``trust["load_cache"]``.
 
 Sources are quoted by place (file, section, row); the notes are our own words.
 """
@@ -83,6 +85,9 @@ class Row:
     extra: Mapping[str, Any] = field(default_factory=dict)
     unknown: tuple[str, ...] = ()
     notes: str = ""
+    # What loading and wrapping the model leave in the allocator's cache when the figure's measurement starts
+    # (planner/load_cache.py LOAD_PATHS): how the run measures, not a training setting.
+    load_cache: str = "emptied"
 
 
 CARDS: Mapping[str, Card] = MappingProxyType({
@@ -311,6 +316,12 @@ _FQ_TRUST = {
     "activation_offload": "train.py default use_activation_cpu_offload False",
     "quantize_lm_head": "stated in train.py: replace_linear(..., skip_modules=['lm_head'])",
     "double_quant": "inferred: bitsandbytes Linear4bit's default compress_statistics=True; train.py does not pass it",
+    "load_cache": "stated in train.py: low_memory True by default (line 1011): rank 0 loads the model to the CPU "
+                  "(lines 541-549; QLoRA: quantised on the GPU, then moved to the CPU, lines 618-628), "
+                  "torch.cuda.empty_cache() after the load loop (line 634) but not after FSDP(..., "
+                  "sync_module_states=True, device_id=...) (lines 717-738); reset_peak_memory_stats at line 809 "
+                  "keeps what the wrap left reserved. The write-up quotes 3.72 GiB reserved after the wrap of the "
+                  "7B QLoRA run ('see reserved_after_model_wrap')",
 }
 _FQ_NOTE = ("measured with FSDP1 (flat parameters, BACKWARD_PRE prefetch, limit_all_gathers); the planner models "
             "FSDP2. The runs were done in February-March 2024, before this commit of the write-up")
@@ -319,7 +330,8 @@ _FQ_NOTE = ("measured with FSDP1 (flat parameters, BACKWARD_PRE prefetch, limit_
 def _fq(id_, model, config, card, settings, measure, figure, where, *, extra=None, unknown=(), notes=""):
     return Row(id_, model, config, card, settings["gpus"], settings, measure, figure, "GiB" if figure else None,
                _fq_source(where), _FQ_RECIPE, _FQ_SCOPE, _FQ_UNIT, _FQ_TRUST, extra=extra or {},
-               unknown=unknown, notes=_FQ_NOTE + (f"; {notes}" if notes else ""))
+               unknown=unknown, notes=_FQ_NOTE + (f"; {notes}" if notes else ""),
+               load_cache="fsdp1_sync_module_states")
 
 
 _L2 = "meta-llama/Llama-2-7b-hf"

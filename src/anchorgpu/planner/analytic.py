@@ -31,7 +31,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from . import device_memory, other_peaks
+from . import device_memory, load_cache, other_peaks
 from .activations import ACTIVATION_COEFFICIENTS, activation_dtypes, activation_profile
 from .layer_spec import layer_tensors
 from .model_spec import ModelSpec
@@ -58,6 +58,7 @@ ADAM8BIT_BLOCK = 256
 ADAM8BIT_MIN_NUMEL = 4096
 PAGED_MIN_NUMEL = 100_000  # bitsandbytes pages the state of tensors this large or larger
 
+QUANT_STATE = "4-bit quantisation state (bitsandbytes; whole on every device)"
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "temporaries", "reserve")
 
 
@@ -71,7 +72,10 @@ class Reserve:
     ``workspaces``: the cuBLAS/hipBLAS(Lt) workspaces, allocated through that
     allocator, per card generation. ``cuda_context`` and ``nccl_buffers``:
     outside the allocator, allowances stated in ``device_memory``; None takes
-    the card's allowance. DDP's gradient buckets are not part of the reserve:
+    the card's allowance. ``load_cache``: what loading and wrapping the model
+    left in the allocator's cache when the measurement starts
+    (``load_cache.LOAD_PATHS``; "emptied", the default: nothing).
+    DDP's gradient buckets are not part of the reserve:
     they are allocated tensors (a copy of the gradients, as
     ``gradient_as_bucket_view=False`` is DDP's default), counted with the gradients.
     """
@@ -80,6 +84,7 @@ class Reserve:
     workspaces: bool = True
     cuda_context: int | None = None
     nccl_buffers: int | None = None
+    load_cache: str = "emptied"
 
 
 NO_RESERVE = Reserve(allocator=False, workspaces=False, cuda_context=0, nccl_buffers=0)
@@ -168,6 +173,21 @@ def _placements(spec: ModelSpec, setup: TrainingSetup) -> list[_Placed]:
     return placed
 
 
+def _codes_bytes(p: _Placed, setup: TrainingSetup) -> float:
+    """Bytes per element of ``p`` in the parameter itself: a 4-bit weight's packed codes (half a byte), not its
+    quantisation state; every other tensor as stored."""
+    return 0.5 if _is_4bit(p, setup) else p.stored
+
+
+def _is_4bit(p: _Placed, setup: TrainingSetup) -> bool:
+    return setup.method == "qlora" and not p.trainable and p.stored < 1
+
+
+def _quant_state_bytes(placed: list[_Placed], setup: TrainingSetup) -> float:
+    """The 4-bit weights' quantisation state (absmax and its second level), bytes per device, all of it."""
+    return sum(p.tensor.total * (p.stored - 0.5) for p in placed if _is_4bit(p, setup))
+
+
 def _last_kind(spec: ModelSpec) -> int:
     """The index in ``spec.layer_kinds()`` of the last decoder layer's kind (the first whose backward runs)."""
     return [layer for layer, _count in spec.layer_kinds()].index(spec.layers[-1])
@@ -254,7 +274,14 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     trainable = [p for p in placed if p.trainable]
     shard = (lambda x: x / n) if fsdp else (lambda x: x)
 
-    weights = shard(sum(p.tensor.total * p.stored for p in placed))
+    # bitsandbytes keeps each 4-bit weight's quantisation state (absmax, nested absmax, code) in a QuantState
+    # object beside the parameter, not in it: FSDP flattens and shards (and offloads) only the packed codes, so
+    # every device holds the whole state (fsdp_qlora train.py@4cd69234 load_and_quantize, lines 204-208:
+    # "FSDP only syncs parameters and buffers, so the quant_state isn't copied"; bitsandbytes 0.43.0
+    # nn/modules.py Params4bit._quantize stores quant_state on the parameter and its Linear4bit, and
+    # Linear4bit.forward puts it back on the weight FSDP hands it).
+    quant_state = _quant_state_bytes(placed, setup) if fsdp else 0.0
+    weights = shard(sum(p.tensor.total * p.stored for p in placed) - quant_state)
     grads_all = shard(sum(p.tensor.total * p.stored for p in trainable))
     optimizer = shard(sum(_optimizer_state(p, setup.optimizer) for p in trainable))
     optimizer_temp = shard(sum(_optimizer_temporary(p, setup.optimizer) for p in trainable))
@@ -294,8 +321,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         # bf16_mixed runs FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): trainable weights
         # are gathered (and their gradients produced) in bf16, then reduced in fp32; frozen weights are gathered
         # as stored. Other precisions gather and reduce in the stored dtype.
-        def gathered(p: _Placed) -> float:
-            return compute if p.trainable else p.stored
+        def gathered(p: _Placed) -> float:  # a 4-bit weight is gathered as its codes (its state stays whole)
+            return compute if p.trainable else _codes_bytes(p, setup)
 
         def reduced(p: _Placed) -> float:
             return 4 if setup.precision == "bf16_mixed" else p.stored
@@ -320,6 +347,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         optimizer_temp=optimizer_temp, compute=compute, layer_params=sum(_layer_share(p, spec) for p in placed),
         reduced_grads=sum(p.tensor.total * (4 if setup.precision == "bf16_mixed" else p.stored) for p in trainable))
     weights, optimizer, optimizer_temp = state.weights, state.optimizer, state.optimizer_temp
+
+    def weighed(name: str) -> _Phase:  # a moment of the step, with the parameters the device keeps
+        return _Phase(name).add("weights", "parameters", weights).add("weights", QUANT_STATE, quant_state)
     if setup.is_zero and setup.optimizer == "adamw":
         # DeepSpeed builds the Adam/AdamW its config names itself (engine._configure_basic_optimizer; torch_adam
         # is off by default): FusedAdam (deepspeed/ops/adam/fused_adam.py), whose multi-tensor-apply kernel
@@ -368,7 +398,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     phases = []
     for name, temporaries in (("forward, at the loss", ("logits and their fp32 copy", profile.loss_forward)),
                               ("backward, at the loss", ("gradients of the logits", profile.loss_backward))):
-        phase = _Phase(name).add("weights", "parameters", weights).add("weights", "bf16 autocast copies", copies_all)
+        phase = weighed(name).add("weights", "bf16 autocast copies", copies_all)
         phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
         # FSDP2 frees a forward all-gather's flat buffer only at the next forward all-gather: the last layer's
         # stays until the next step.
@@ -388,8 +418,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     if head_dequant:  # the 4-bit head's matmuls, forward and backward: its weight dequantised whole
         for name, what in (("forward, the head's matmul", "logits as the head returns them"),
                            ("backward, the head's matmul", "gradient of the logits")):
-            phase = _Phase(name).add("weights", "parameters", weights).add("weights", "bf16 autocast copies",
-                                                                           copies_all)
+            phase = weighed(name).add("weights", "bf16 autocast copies", copies_all)
             add_optimizer(phase)
             for part in stored_acts:
                 phase.add(*part)
@@ -400,7 +429,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     if fsdp:
         # The first layer's forward: the root's all-gather buffer is still held (freed after the next copy-out)
         # while the first layer is gathered into its buffer and copied out; few activations exist yet.
-        first = _Phase("forward, first layer").add("weights", "parameters", weights)
+        first = weighed("forward, first layer")
         first.add("weights", "FSDP: gathered embedding and head, and their all-gather buffer", 2 * gathered_root)
         first.add("weights", "FSDP: the first layer gathered, and its all-gather buffer", 2 * gathered_layer)
         add_optimizer(first)
@@ -412,7 +441,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     for name, behind in (("backward, last layer", 0), ("backward, next-to-last layer", 1)):
         if behind and not fsdp:
             continue
-        phase = _Phase(name).add("weights", "parameters", weights)
+        phase = weighed(name)
         phase.add("weights", "bf16 autocast copies", copies_backward)
         phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
         phase.add("weights", "FSDP: two gathered layers", 2 * gathered_layer)
@@ -435,13 +464,13 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
 
     # At the end and at the step the accumulated gradients are the gradients ("all"), not on top of them.
     state = dataclasses.replace(state, accumulated=0.0)
-    end = _Phase("backward, end").add("weights", "parameters", weights).add("gradients", "all", state.grads_end)
+    end = weighed("backward, end").add("gradients", "all", state.grads_end)
     end.add("gradients", "FSDP: unsharded embedding and head grads", grads_root_end)
     add_optimizer(end)
     end.add("temporaries", "embedding grad before it joins the head's", embedding_grad)
     phases.append(add_state(end, True))
 
-    step = _Phase("optimizer step").add("weights", "parameters", weights).add("gradients", "all", state.grads_end)
+    step = weighed("optimizer step").add("gradients", "all", state.grads_end)
     add_optimizer(step).add("temporaries", f"{setup.optimizer} foreach buffers", optimizer_temp)
     step.add("temporaries", "ZeRO: fp32 copy of the gradient partition", state.step_extra)
     phases.append(add_state(step, False))
@@ -453,11 +482,12 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
             phase.add("gradients", "DDP gradient buckets", grads_all)
     peak = max(phases, key=lambda p: p.live)
     sizes = _tensor_sizes(spec, setup, placed, n if fsdp else 1)
+    sizes = _with_loss_tensors(sizes, profile, coefficients, tokens)
     sharded = fsdp or setup.parallel == "zero3"
     full_weights = sum(p.tensor.total * p.stored for p in placed)
     # a checkpoint holds 4-bit weights unquantised: the largest tensor in flight is at least in compute dtype
     largest_tensor = max(p.tensor.numel * max(p.stored, compute) for p in placed)
-    resting = other_peaks.Resting(weights=weights, optimizer=optimizer, full_weights=full_weights,
+    resting = other_peaks.Resting(weights=weights + quant_state, optimizer=optimizer, full_weights=full_weights,
                                   largest_tensor=largest_tensor, gathered_layer=gathered_layer,
                                   gathered_root=gathered_root)
     if zero:
@@ -468,6 +498,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         deepspeed="zero3" if setup.parallel == "zero3" else "")
     notes = _notes(spec, setup, dtypes, reserve) + other_peaks.warnings(others, math.ceil(peak.live))
     moments = [p.parts for p in phases] if reserve.allocator else None
+    before = _load_states(spec, setup, placed, sizes, reserve.load_cache) if moments is not None else []
     step = None
     if moments is not None and setup.grad_accumulation > 1:
         # The first micro-batch of each step runs with no gradients yet and allocates them during its backward:
@@ -475,12 +506,12 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         # without accumulation does.
         first = estimate(spec, setup.replace(grad_accumulation=1), reserve, coefficients).step
         live = sum(math.ceil(b) for _c, _w, b in peak.parts if b)
-        step = device_memory.step_peaks(moments, sizes, n, live=live)
+        step = device_memory.step_peaks(moments, sizes, n, live=live, before=before)
         if first is not None and first.modelled:
             step = dataclasses.replace(step, allocated=max(step.allocated, first.allocated),
                                        reserved=max(step.reserved, first.reserved))
     return with_reserve(peak.parts, peak.name, tuple((p.name, math.ceil(p.live)) for p in phases),
-                        moments, sizes, n, reserve, notes, step=step, other=others)
+                        moments, sizes, n, reserve, notes, step=step, other=others, before=before)
 
 
 def _zero_resting(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], state, resting, compute: int):
@@ -509,7 +540,7 @@ def _zero_resting(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], 
 
 def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments, sizes, gpus: int,
                  reserve: Reserve, notes: tuple[str, ...],
-                 step: device_memory.StepPeaks | None = None, other: tuple = ()) -> Breakdown:
+                 step: device_memory.StepPeaks | None = None, other: tuple = (), before=()) -> Breakdown:
     """The ``Breakdown`` of live ``parts`` (at the peak ``phase``) with the reserve up to ``device_used_bytes``.
 
     ``moments``: the parts alive at each moment of the step, in order, replayed through the allocator model
@@ -521,7 +552,7 @@ def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments
     if step is not None:
         pass
     elif moments is not None and sizes is not None:
-        step = device_memory.step_peaks(moments, sizes, gpus, live=live)
+        step = device_memory.step_peaks(moments, sizes, gpus, live=live, before=before)
     else:
         step = device_memory.StepPeaks(live=live, allocated=live, reserved=live, gpus=gpus, modelled=False)
     measured = device_memory.measures(step, None, context=reserve.cuda_context, nccl=reserve.nccl_buffers,
@@ -539,12 +570,12 @@ def _tensor_sizes(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], 
     tensors: dict[tuple[str, str], tuple[int, ...]] = {}
     blocks: dict[tuple[str, str], tuple[int, ...]] = {}
 
-    def add(key: tuple[str, str], items, per_tensor, states: int = 1) -> None:
+    def add(key: tuple[str, str], items, per_tensor, states: int = 1, divide: int = shards) -> None:
         each: list[int] = []
         layered: dict[tuple, int] = {}  # (layer kind, copies) -> bytes of one copy of each tensor of that kind
         single: list[int] = []
         for p in items:
-            size = math.ceil(per_tensor(p) / shards)
+            size = math.ceil(per_tensor(p) / divide)
             if not size:
                 continue
             each += [size] * (p.tensor.copies * states)
@@ -557,7 +588,12 @@ def _tensor_sizes(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], 
         blocks[key] = tuple(single) + tuple(b for (_k, copies), b in layered.items() for _ in range(copies))
 
     stored = lambda p: p.tensor.numel * p.stored  # noqa: E731
-    add(("weights", "parameters"), placed, stored)
+    if shards > 1 and setup.method == "qlora":  # FSDP shards the 4-bit codes; the quantisation state stays whole
+        add(("weights", "parameters"), placed, lambda p: p.tensor.numel * _codes_bytes(p, setup))
+        add(("weights", QUANT_STATE), [p for p in placed if _is_4bit(p, setup)],
+            lambda p: p.tensor.numel * (p.stored - 0.5), divide=1)
+    else:
+        add(("weights", "parameters"), placed, stored)
     add(("gradients", "all"), trainable, stored)
     add(("weights", "bf16 autocast copies"), [p for p in trainable if p.stored == 4], lambda p: p.tensor.numel * 2)
     add(("temporaries", f"{setup.optimizer} foreach buffers"), trainable, stored)
@@ -573,6 +609,59 @@ def _tensor_sizes(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], 
     return device_memory.TensorSizes(tensors=tensors, blocks=blocks, layers=spec.num_layers)
 
 
+def _with_loss_tensors(sizes: device_memory.TensorSizes, profile, coefficients, tokens: int
+                       ) -> device_memory.TensorSizes:
+    """The loss's transients as the separate tensors they are (the logits and their fp32 copy; the gradients of
+    the log-probabilities and of the logits), one allocator request each, instead of one block per part: each
+    term of ``coefficients`` with a whole count is that many tensors of equal size; a fractional one (a chunk)
+    stays one block."""
+    extra = {}
+    for scope, what in (("loss_forward", "logits and their fp32 copy"), ("loss_backward", "gradients of the logits")):
+        each: list[int] = []
+        for name, per_token in profile.terms.items():
+            term = coefficients[name]
+            if term.scope != scope or not per_token:
+                continue
+            count = int(term.count) if term.count >= 1 and term.count == int(term.count) else 1
+            each += [math.ceil(per_token * tokens / count)] * count
+        if each:
+            extra[("temporaries", what)] = tuple(each)
+    return dataclasses.replace(sizes, tensors={**sizes.tensors, **extra}, blocks={**sizes.blocks, **extra})
+
+
+def _load_states(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], sizes: device_memory.TensorSizes,
+                 path: str) -> list[dict[str, list[int]]]:
+    """The allocator states loading and wrapping the model go through before the measured step (``load_cache``).
+
+    Only FSDP's wrap is modelled: each decoder layer is a unit, in order, then the root (embedding, final norm,
+    head and whatever is not in a decoder layer). A unit's tensors are taken as the device holds them before
+    sharding (4-bit weights as their packed codes); its shard is the step's block for that layer (the root's:
+    the step's blocks of those tensors). What the load keeps through the wrap is the 4-bit quantisation state,
+    made on the device as each weight is quantised."""
+    if path not in load_cache.LOAD_PATHS:
+        return load_cache.wrap_states(path, (), {}, False)  # raises: an unknown path
+    if path == "emptied" or setup.parallel != "fsdp":
+        return []
+    kinds = [layer for layer, _count in spec.layer_kinds()]
+    per_kind: dict[int, list[int]] = {}
+    layer_shard: dict[int, int] = {}  # kind -> the step's block for one layer of that kind
+    root: list[int] = []
+    for p in placed:
+        nbytes = p.tensor.numel * _codes_bytes(p, setup)
+        if p.tensor.per_layer:
+            per_kind.setdefault(p.tensor.kind, []).append(math.ceil(nbytes))
+            layer_shard[p.tensor.kind] = layer_shard.get(p.tensor.kind, 0) + math.ceil(nbytes / setup.gpus)
+        else:
+            root += [math.ceil(nbytes)] * p.tensor.copies
+    shards = sizes.blocks.get(("weights", "parameters"), ())
+    units = [load_cache.Unit(tuple(per_kind[k]), (layer_shard[k],))
+             for k in (kinds.index(layer) for layer in spec.layers)]
+    units.append(load_cache.Unit(tuple(root), tuple(shards[:len(root)])))
+    kept = {f"weights: {QUANT_STATE}": list(sizes.blocks.get(("weights", QUANT_STATE), ()))}
+    return load_cache.wrap_states(path, units, {k: v for k, v in kept.items() if v},
+                                  offload_params=setup.offload == "optimizer_and_params")
+
+
 def _reserve_note(setup: TrainingSetup, reserve: Reserve) -> str:
     context = "the card's allowance" if reserve.cuda_context is None else f"{reserve.cuda_context / MiB:.0f} MiB"
     nccl = "the card's allowance" if reserve.nccl_buffers is None else f"{reserve.nccl_buffers / MiB:.0f} MiB"
@@ -582,6 +671,9 @@ def _reserve_note(setup: TrainingSetup, reserve: Reserve) -> str:
             + "); reserved_peak_bytes what torch.cuda.max_memory_reserved reports (the allocator's segments, "
             "modelled by replaying the moments of the step"
             + ("" if reserve.allocator else ": switched off here, taken as the live bytes")
+            + ("" if reserve.load_cache == "emptied" or not reserve.allocator else
+               f", after what loading and wrapping the model left cached ({reserve.load_cache}: no empty_cache "
+               "before the peak statistics were reset)")
             + "); device_used_bytes what nvidia-smi or amd-smi shows (reserved, plus the CUDA/ROCm context: "
             f"{context}, an allowance"
             + (f", and NCCL/RCCL buffers: {nccl}, an allowance" if setup.gpus > 1 else "")

@@ -125,7 +125,8 @@ class AllocatorModel:
         bisect.insort(free, (size, segment, offset))
 
 
-def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2) -> tuple[int, int]:
+def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2,
+           before: Sequence[Mapping[str, Sequence[int]]] = ()) -> tuple[int, int]:
     """``(allocated peak, reserved peak)`` of a step that goes through ``states`` in order, ``passes`` times.
 
     A state maps a name (what the tensors are) to the request sizes of the
@@ -135,12 +136,19 @@ def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2) -> tu
     at the first, which is the steady state from the second pass on. What
     happens between two states (the order of requests inside a layer's
     forward, say) is not replayed: that is the model's resolution.
+
+    ``before``: states gone through once first (loading and wrapping the model, ``load_cache``), without
+    emptying the cache after them; the allocated peak is counted from the step on (as
+    ``torch.cuda.reset_peak_memory_stats`` does), the reserved one includes what they left cached.
     """
     model = AllocatorModel()
     wanted_states = [{name: Counter(sizes) for name, sizes in state.items()} for state in states]
+    loading = [{name: Counter(sizes) for name, sizes in state.items()} for state in before]
     held: dict[str, tuple[Counter, dict[int, list[tuple[int, int]]]]] = {}
-    for _ in range(passes):
-        for wanted in wanted_states:
+    for run, sequence in enumerate([loading] + [wanted_states] * passes):
+        if run == 1:  # the measurement starts: peaks reset to what is held now
+            model.allocated_peak = model.allocated
+        for wanted in sequence:
             for name in list(held):
                 have, handles = held[name]
                 want = wanted.get(name)
@@ -232,7 +240,7 @@ class StepPeaks:
 
 
 def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: TensorSizes, gpus: int,
-               live: int | None = None) -> StepPeaks:
+               live: int | None = None, before: Sequence[Mapping[str, Sequence[int]]] = ()) -> StepPeaks:
     """Replays ``phases`` (each the parts alive at one moment of the step, in order) through ``AllocatorModel``.
 
     Two terms, both modelled: each tensor's rounding to 512-byte blocks, at the moment of the live peak
@@ -240,7 +248,8 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
     together, see ``TensorSizes``) adds: whole blocks handed out where the remainder is too small to split
     (allocated), and segments held while their blocks are free (reserved over allocated: the cache, which is
     fragmentation where a later request does not fit in it). The resolution is the moments of the step and
-    one block per layer and part: inside a layer the order of requests is not replayed.
+    one block per layer and part: inside a layer the order of requests is not replayed. ``before``: the
+    states of loading and wrapping the model the step starts after (``replay``; ``load_cache``).
     """
     if live is None:
         live = max((math.ceil(sum(a for _c, _w, a in parts)) for parts in phases), default=0)
@@ -256,7 +265,9 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
         if moment > peak_live:
             peak_live = moment
             peak_rounding = sum(sizes.rounding(c, w, a) for c, w, a in parts)
-    allocated, reserved = _replay_cached(tuple(states))
+    loading = tuple(tuple(sorted((name, tuple(sorted(Counter(v).items()))) for name, v in state.items()))
+                    for state in before)
+    allocated, reserved = _replay_cached(tuple(states), loading)
     replay_live = max((sum(size * count for _name, items in state for size, count in items) for state in states),
                       default=0)
     allocated_over = peak_rounding + max(0, allocated - replay_live)
@@ -267,13 +278,15 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
 _CACHE: dict = {}
 
 
-def _replay_cached(key) -> tuple[int, int]:
-    if key not in _CACHE:
+def _replay_cached(key, loading=()) -> tuple[int, int]:
+    def unpack(states):
+        return [{name: [size for size, count in items for _ in range(count)] for name, items in state}
+                for state in states]
+    if (key, loading) not in _CACHE:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        _CACHE[key] = replay([{name: [size for size, count in items for _ in range(count)]
-                               for name, items in state} for state in key])
-    return _CACHE[key]
+        _CACHE[key, loading] = replay(unpack(key), before=unpack(loading))
+    return _CACHE[key, loading]
 
 
 # ---------------------------------------------------------------------------------------------------------------
