@@ -107,6 +107,9 @@ def test_the_sql_search_answers_as_the_python_search_on_random_fleets(seed, sett
                         (seed, p.slug, term, quantity, not_before - now)
                     assert selectors.earliest_start(p, quantity=quantity, term_days=term, not_before=not_before,
                                                     now=now) == expected[2]
+                    alone = selectors.availability([p], quantity=quantity, term_days=term, not_before=not_before,
+                                                   now=now)[p.pk]  # one product: its devices probed
+                    assert alone == got
                     compared += expected[2] is not None
                     later += expected[2] is not None and expected[2] > max(now, not_before)
     assert compared > 100

@@ -3,7 +3,7 @@
 At fleet scale the Python search spends its time turning rows into values: thousands of devices into units
 and of booking rows into periods (docs/benchmarks.md, "Issue 22: allocation at fleet scale"). Here one
 statement answers, per product, what the selectors would compute from those rows, and sends back three
-numbers: the units, those free for ``[now, now + length)``, and the earliest start. The Python path stays
+values: the units, those free for ``[now, now + length)``, and the earliest start. The Python path stays
 the reference, and the one used on SQLite; tests/allocation/test_sweep_sql.py compares the two on random
 fleets.
 
@@ -12,14 +12,20 @@ The same steps as the Python code, in SQL:
 * **Units** (``units.units_from_devices``): the devices of the products' active hosts; one card per unit,
   every device is a unit; two cards per unit, every NVLink pair of a host that has exactly two bookable
   devices is one.
-* **Busy periods** (``selectors._busy_of``): a unit's devices' live rows (not expired holds) and its host's
-  live maintenance windows, of those ending after ``after`` and starting before ``before``. Rows that end
-  earlier (by ``now``) are read too when "free now" needs them: they cannot open or move a range below.
-* **Ranges of fitting starts** (``periods.free_starts``): a unit's periods in order of start; the cursor
-  before each is the latest end of those before it, or ``after``; ``[cursor, start - length]`` fits when
-  not empty; after the last one, ``[cursor, ∞)``.
-* **The sweep** (``search.earliest_start``): +1 where a range opens, -1 where it closes, openings before
-  closings at the same instant; the answer is the first opening at which ``quantity`` ranges are open.
+* **Busy** (``selectors._busy_of``): a unit's devices' live rows (not expired holds) and its host's live
+  maintenance windows.
+* **Free now**: the units none of whose busy periods overlaps ``[now, now + length)``, counted.
+* **The earliest start**: ``after`` itself when ``quantity`` units are free for ``[after, after + length)``
+  (the search stops probing units once it has found that many). Only otherwise the sweep:
+  * **ranges of fitting starts** (``periods.free_starts``), from the busy periods that end after ``after``
+    and start before ``before``, in order of start: the cursor before each is the latest end of those
+    before it, or ``after``; ``[cursor, start - length]`` fits when not empty; after the last one,
+    ``[cursor, ∞)``; a unit with no busy period in the window has ``[after, ∞)``;
+  * **the sweep** (``search.earliest_start``): +1 where a range opens, -1 where it closes, openings before
+    closings at the same instant; the answer is the first opening at which ``quantity`` ranges are open.
+
+A whole fleet's rows of a period are read at once through ``slot_live_period`` (migration 0005) and looked
+up by hash; one product's, device by device through ``slot_by_device``.
 """
 
 from __future__ import annotations
@@ -27,61 +33,90 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 
 _UNITS = """
-unit_dev AS MATERIALIZED (
-    SELECT d.id AS device_id, d.host_id, h.product_id,
-           CASE WHEN p.cards_per_unit = 1 THEN d.id ELSE d.host_id END AS u1,
-           CASE WHEN p.cards_per_unit = 1 THEN 0 ELSE d.nvlink_pair END AS u2
-      FROM fleet_device d
-      JOIN fleet_host h ON h.id = d.host_id
-      JOIN catalog_product p ON p.id = h.product_id
-     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active'
-       AND (p.cards_per_unit = 1
-            OR (d.host_id, d.nvlink_pair) IN (SELECT host_id, nvlink_pair FROM fleet_device
-                                               WHERE nvlink_pair IS NOT NULL GROUP BY 1, 2 HAVING count(*) = 2))
+units AS MATERIALIZED (  -- one row per unit: its product, host and card, and a lot's second card
+    SELECT h.product_id, d.host_id, d.id AS first, NULL::bigint AS second
+      FROM fleet_device d JOIN fleet_host h ON h.id = d.host_id JOIN catalog_product p ON p.id = h.product_id
+     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND p.cards_per_unit = 1
+    UNION ALL
+    SELECT h.product_id, d.host_id, min(d.id), max(d.id)
+      FROM fleet_device d JOIN fleet_host h ON h.id = d.host_id JOIN catalog_product p ON p.id = h.product_id
+     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND p.cards_per_unit = 2
+       AND d.nvlink_pair IS NOT NULL
+     GROUP BY h.product_id, d.host_id, d.nvlink_pair HAVING count(*) = 2
 )"""
 
-def _held(start: str, end: str) -> str:
-    """Whether a unit device is busy at some moment of ``[start, end)``: one of its live rows, or a live
-    maintenance window of its host, overlaps it."""
-    return f"""(EXISTS (SELECT 1 FROM allocation_bookingdevice s
-                 WHERE s.device_id = u.device_id AND s.live AND (s.expires_at IS NULL OR s.expires_at > %(now)s)
-                   AND s.ends_at > {start} AND s.starts_at < {end})
-            OR u.host_id IN (SELECT b.host_id FROM allocation_booking b
-                              WHERE b.kind = 'maintenance' AND b.state = 'live' AND b.host_id IS NOT NULL
-                                AND b.ends_at > {start} AND b.starts_at < {end}))"""
+_LIVE = "s.live AND (s.expires_at IS NULL OR s.expires_at > %(now)s)"
+
+
+def _overlapping(start: str, end: str, *, fleet: bool) -> str:
+    """The condition on a booking row ``s`` that it overlaps ``[start, end)``: for a whole fleet through
+    ``slot_live_period``; for one product's devices, device by device through ``slot_by_device``, which
+    skips each device's history."""
+    if fleet:
+        return f"tstzrange(s.starts_at, s.ends_at) && tstzrange({start}, {end})"
+    return f"s.ends_at > {start} AND s.starts_at < {end}"
+
+
+def _down(start: str, end: str) -> str:
+    """The hosts in a live maintenance window at some moment of ``[start, end)``."""
+    return f"""(SELECT b.host_id FROM allocation_booking b
+                 WHERE b.kind = 'maintenance' AND b.state = 'live' AND b.host_id IS NOT NULL
+                   AND b.ends_at > {start} AND b.starts_at < {end})"""
+
+
+_FLEET_NOW = """,
+busy_now AS MATERIALIZED (  -- the cards of the whole fleet busy at some moment of [now, now + length)
+    SELECT s.device_id FROM allocation_bookingdevice s WHERE {live} AND {overlapping}
+)"""
+
+
+def _held_in_fleet(start: str, end: str) -> str:
+    """Whether unit ``u`` is busy at some moment of ``[now, now + length)``, from the rows of the whole fleet
+    that overlap it (``busy_now``), read once and looked up by hash."""
+    return ("(u.first IN (SELECT device_id FROM busy_now) "
+            "OR (u.second IS NOT NULL AND u.second IN (SELECT device_id FROM busy_now)) "
+            f"OR u.host_id IN {_down(start, end)})")
+
+
+def _held_probed(start: str, end: str) -> str:
+    """Whether unit ``u`` is busy at some moment of ``[start, end)``, from its own devices' rows."""
+    def probe(card: str) -> str:
+        return (f"EXISTS (SELECT 1 FROM allocation_bookingdevice s WHERE s.device_id = u.{card} AND {_LIVE} "
+                f"AND {_overlapping(start, end, fleet=False)})")
+    return f"({probe('first')} OR (u.second IS NOT NULL AND {probe('second')}) OR u.host_id IN {_down(start, end)})"
 
 
 _COUNTS = """,
-held AS (
-    SELECT u.product_id, u.u1, u.u2, {held_now} AS held_now, {held_first} AS held_first FROM unit_dev u
-), per_unit AS (
-    SELECT product_id, bool_or(held_now) AS held_now, {first_column} AS held_first
-      FROM held GROUP BY product_id, u1, u2
-), counts AS (
-    SELECT product_id, count(*) AS total, count(*) FILTER (WHERE NOT held_now) AS free_now,
-           count(*) FILTER (WHERE NOT {first_free}) AS free_first
-      FROM per_unit GROUP BY product_id"""
+counts AS (
+    SELECT product_id, count(*) AS total, {free_now} AS free_now FROM units u GROUP BY product_id
+)"""
 
-# The sweep, for a product with fewer than ``quantity`` units free from ``after`` on (else ``after`` is the
-# answer): it is read only then.
-_SWEEP = """
-), busy AS (
-    SELECT u.product_id, u.u1, u.u2, s.starts_at AS s, s.ends_at AS e
-      FROM unit_dev u JOIN allocation_bookingdevice s ON s.device_id = u.device_id
-     WHERE s.live AND (s.expires_at IS NULL OR s.expires_at > %(now)s)
-       AND s.ends_at > %(after)s AND s.starts_at < %(before)s
+# Enough units free from ``after`` on: the probe stops at ``quantity`` of them.
+_FREE_FIRST = """(SELECT count(*) FROM (SELECT 1 FROM units u WHERE u.product_id = p.id AND NOT {held}
+                                 LIMIT %(quantity)s) free) >= %(quantity)s"""
+
+# The sweep, read only for a product with fewer than ``quantity`` units free from ``after`` on.
+_SWEEP = """,
+busy AS (
+    SELECT u.product_id, u.first AS unit, s.starts_at AS s, s.ends_at AS e
+      FROM units u JOIN allocation_bookingdevice s ON s.device_id = u.first
+     WHERE {live} AND {overlapping}
     UNION ALL
-    SELECT u.product_id, u.u1, u.u2, b.starts_at, b.ends_at
-      FROM unit_dev u JOIN allocation_booking b ON b.host_id = u.host_id
+    SELECT u.product_id, u.first, s.starts_at, s.ends_at
+      FROM units u JOIN allocation_bookingdevice s ON s.device_id = u.second
+     WHERE {live} AND {overlapping}
+    UNION ALL
+    SELECT u.product_id, u.first, b.starts_at, b.ends_at
+      FROM units u JOIN allocation_booking b ON b.host_id = u.host_id
      WHERE b.kind = 'maintenance' AND b.state = 'live' AND b.ends_at > %(after)s AND b.starts_at < %(before)s
 ), gaps AS (
     SELECT product_id, s, greatest(%(after)s, max(e) OVER earlier) AS cursor,
            CASE WHEN lead(s) OVER ordered IS NULL THEN greatest(%(after)s, max(e) OVER whole) END AS last_end
       FROM busy
-    WINDOW ordered AS (PARTITION BY product_id, u1, u2 ORDER BY s, e),
+    WINDOW ordered AS (PARTITION BY product_id, unit ORDER BY s, e),
            earlier AS (ordered ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
            whole AS (ordered ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ), events AS (
@@ -100,8 +135,8 @@ _SWEEP = """
       FROM events
 )
 SELECT p.id, coalesce(c.total, 0), coalesce(c.free_now, 0),
-       CASE WHEN coalesce(c.free_first, 0) >= %(quantity)s THEN %(after)s
-            WHEN coalesce(c.total, 0) < %(quantity)s THEN NULL
+       CASE WHEN coalesce(c.total, 0) < %(quantity)s THEN NULL
+            WHEN {free_first} THEN %(after)s
             ELSE (SELECT min(moment) FROM swept
                    WHERE swept.product_id = p.id AND kind = 0 AND open >= %(quantity)s) END
   FROM unnest(%(products)s::bigint[]) AS p(id)
@@ -109,15 +144,25 @@ SELECT p.id, coalesce(c.total, 0), coalesce(c.free_now, 0),
 """
 
 
-def _statement(*, free_now: bool, from_now: bool) -> str:
-    """From now, the units free now are those free from ``after``: one test serves both."""
-    held_now = _held("%(now)s", "%(free_end)s") if free_now else "false"
-    if free_now and from_now:
-        held_first, first_column, first_free = "NULL", "NULL", "held_now"
+def _statement(*, free_now: bool, from_now: bool, fleet: bool) -> str:
+    """``fleet``: the products hold most of the fleet, whose rows of a period are read at once."""
+    if free_now and from_now:  # the units free now are those free from ``after``: counted once
+        free_first = "c.free_now >= %(quantity)s"
     else:
-        held_first, first_column, first_free = _held("%(after)s", "%(first_end)s"), "bool_or(held_first)", "held_first"
-    return "WITH" + _UNITS + _COUNTS.format(held_now=held_now, held_first=held_first, first_column=first_column,
-                                            first_free=first_free) + _SWEEP
+        free_first = _FREE_FIRST.format(held=_held_probed("%(after)s", "%(first_end)s"))
+    ctes = _UNITS
+    if free_now:
+        if fleet:
+            ctes += _FLEET_NOW.format(live=_LIVE, overlapping=_overlapping("%(now)s", "%(free_end)s", fleet=True))
+        held_now = (_held_in_fleet if fleet else _held_probed)("%(now)s", "%(free_end)s")
+        ctes += _COUNTS.format(free_now=f"count(*) FILTER (WHERE NOT {held_now})")
+    else:
+        ctes += _COUNTS.format(free_now="NULL::bigint")
+    # The sweep's rows always through ``slot_live_period``: device by device, the planner's estimates for the
+    # units led it to read the whole table instead.
+    sweep = _SWEEP.format(live=_LIVE, overlapping=_overlapping("%(after)s", "%(before)s", fleet=True),
+                          free_first=free_first)
+    return "WITH" + ctes + sweep
 
 
 @dataclass(frozen=True)
@@ -140,7 +185,12 @@ def sweep(product_ids, *, now: datetime, after: datetime, before: datetime, leng
         raise ValueError("the search reads at least one term, and counts the units free now from now on")
     params = {"products": list(product_ids), "now": now, "after": after, "before": before, "length": length,
               "free_end": now + length, "first_end": after + length, "quantity": quantity}
-    with connection.cursor() as cursor:
-        cursor.execute(_statement(free_now=free_now, from_now=after == now), params)
+    statement = _statement(free_now=free_now, from_now=after == now, fleet=len(params["products"]) > 1)
+    # The planner costs the sweep's branch, read only when the units free from ``after`` are too few, high
+    # enough to compile the statement (JIT): about 100 ms, several times what the statement takes. Off for
+    # this transaction only (``SET LOCAL``; inside the catalog's read-only transaction, for that one).
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(statement, params)
         return {pk: Swept(units_total=total, units_free_now=free if free_now else None, found=found)
                 for pk, total, free, found in cursor.fetchall()}
