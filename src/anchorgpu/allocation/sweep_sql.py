@@ -61,10 +61,12 @@ def _overlapping(start: str, end: str, *, fleet: bool) -> str:
 
 
 def _down(start: str, end: str) -> str:
-    """The hosts in a live maintenance window at some moment of ``[start, end)``."""
-    return f"""(SELECT b.host_id FROM allocation_booking b
-                 WHERE b.kind = 'maintenance' AND b.state = 'live' AND b.host_id IS NOT NULL
-                   AND b.ends_at > {start} AND b.starts_at < {end})"""
+    """The hosts in a live maintenance window at some moment of ``[start, end)`` (through
+    ``booking_live_maintenance_period``, migration 0005). A window without a host stands for none: -1, not
+    NULL, which would make ``IN`` unknown rather than false."""
+    return f"""(SELECT coalesce(b.host_id, -1) FROM allocation_booking b
+                 WHERE b.kind = 'maintenance' AND b.state = 'live'
+                   AND tstzrange(b.starts_at, b.ends_at) && tstzrange({start}, {end}))"""
 
 
 _FLEET_NOW = """,
@@ -111,7 +113,8 @@ busy AS (
     UNION ALL
     SELECT u.product_id, u.first, b.starts_at, b.ends_at
       FROM units u JOIN allocation_booking b ON b.host_id = u.host_id
-     WHERE b.kind = 'maintenance' AND b.state = 'live' AND b.ends_at > %(after)s AND b.starts_at < %(before)s
+     WHERE b.kind = 'maintenance' AND b.state = 'live'
+       AND tstzrange(b.starts_at, b.ends_at) && tstzrange(%(after)s, %(before)s)
 ), gaps AS (
     SELECT product_id, s, greatest(%(after)s, max(e) OVER earlier) AS cursor,
            CASE WHEN lead(s) OVER ordered IS NULL THEN greatest(%(after)s, max(e) OVER whole) END AS last_end
