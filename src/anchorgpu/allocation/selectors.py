@@ -18,11 +18,10 @@ from django.utils import timezone
 from anchorgpu.catalog.models import Product
 from anchorgpu.fleet.models import Device, Host
 
-from . import rules, search, sweep_sql
+from . import free_sql, rules, search, sweep_sql
 from .models import Booking, BookingDevice
 from .periods import Period
-from .units import Device as DeviceValue
-from .units import Unit, units_from_devices
+from .units import Unit, units_from_rows
 
 
 def _live_at(now: datetime) -> Q:
@@ -31,10 +30,6 @@ def _live_at(now: datetime) -> Q:
 
 def _bookable_devices(product: Product):
     return Device.objects.filter(host__product=product, host__status=Host.Status.ACTIVE)
-
-
-def _values(rows) -> list[DeviceValue]:
-    return [DeviceValue(id=r[0], host=r[1], index=r[2], pair=r[3]) for r in rows]
 
 
 def _maintenance_overlapping(period_start: datetime, period_end: datetime):
@@ -54,12 +49,20 @@ def _first_window(length: timedelta) -> timedelta:
 
 def product_units(product: Product) -> list[Unit]:
     rows = _bookable_devices(product).order_by().values_list("id", "host_id", "index", "nvlink_pair")
-    return units_from_devices(_values(rows), product.cards_per_unit)
+    return units_from_rows(rows, product.cards_per_unit)
 
 
 def units_free(product: Product, period: Period, *, now: datetime | None = None) -> list[Unit]:
-    """Units of ``product`` free for all of ``period``: one query, done by the database."""
+    """Units of ``product`` free for all of ``period``: one query, done by the database (on PostgreSQL the
+    same statement sent without the ORM, ``free_sql``)."""
     now = now or timezone.now()
+    if connection.vendor == "postgresql":
+        rows = free_sql.free_devices(product.pk, start=period.start, end=period.end, now=now)
+        return units_from_rows(rows, product.cards_per_unit)
+    return _units_free_orm(product, period, now=now)
+
+
+def _units_free_orm(product: Product, period: Period, *, now: datetime) -> list[Unit]:
     busy = BookingDevice.objects.filter(_live_at(now), device=OuterRef("pk"),
                                         starts_at__lt=period.end, ends_at__gt=period.start)
     in_maintenance = _maintenance_overlapping(period.start, period.end).filter(host=OuterRef("host_id"))
@@ -67,7 +70,7 @@ def units_free(product: Product, period: Period, *, now: datetime | None = None)
             .filter(~Exists(busy), ~Exists(in_maintenance))
             .order_by()
             .values_list("id", "host_id", "index", "nvlink_pair"))
-    return units_from_devices(_values(rows), product.cards_per_unit)
+    return units_from_rows(rows, product.cards_per_unit)
 
 
 def busy_by_device(product: Product, *, after: datetime, before: datetime | None = None,
@@ -200,7 +203,7 @@ def _units_of(by_id: dict[int, Product]) -> dict[int, list[Unit]]:
     devices: dict[int, list[tuple]] = defaultdict(list)
     for product_id, *device in rows:
         devices[product_id].append(device)
-    return {pk: units_from_devices(_values(devices[pk]), product.cards_per_unit) for pk, product in by_id.items()}
+    return {pk: units_from_rows(devices[pk], product.cards_per_unit) for pk, product in by_id.items()}
 
 
 def availability(products, *, quantity: int, term_days: int, not_before: datetime,

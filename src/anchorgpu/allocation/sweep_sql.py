@@ -24,8 +24,10 @@ The same steps as the Python code, in SQL:
   * **the sweep** (``search.earliest_start``): +1 where a range opens, -1 where it closes, openings before
     closings at the same instant; the answer is the first opening at which ``quantity`` ranges are open.
 
-A whole fleet's rows of a period are read at once through ``slot_live_period`` (migration 0005) and looked
-up by hash; one product's, device by device through ``slot_by_device``.
+Where the search covers several products (the live catalog: the whole fleet), the rows of "now" are read at
+once through ``slot_live_period`` (migration 0005) and looked up by hash; for one product, device by device
+through ``slot_by_device``. "Free from ``after``" is always probed unit by unit, and the sweep's rows always
+read through ``slot_live_period``. JIT is off for the statement (``sweep``).
 """
 
 from __future__ import annotations
