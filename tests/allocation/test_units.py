@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anchorgpu.allocation.units import Device, TopologyError, Unit, host_counts, units_from_devices
+from anchorgpu.allocation.units import Device, TopologyError, Unit, host_counts, units_from_devices, units_from_rows
 
 
 def host_devices(host: str, count: int, *, first_id: int, paired: bool) -> list[Device]:
@@ -66,3 +66,20 @@ def test_host_counts_and_unit_key():
     units = units_from_devices(host_devices("a", 4, first_id=1, paired=True) + host_devices("b", 2, first_id=9, paired=True), 1)
     assert host_counts(units) == {"a": 4, "b": 2}
     assert units[0].key == (1,)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_units_from_rows_are_those_from_devices(seed):
+    """The database's rows turned straight into units give the units of their ``Device`` values, in order."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for host in rng.sample(range(1, 40), 6):  # int hosts: ordered as text, as units_from_devices does
+        for index in rng.sample(range(8), rng.randint(0, 8)):
+            rows.append((rng.randrange(10_000), host, index, rng.choice([None, index // 2, index // 2, 3])))
+    rng.shuffle(rows)
+    for cards in (1, 2):
+        assert units_from_rows(rows, cards) == units_from_devices([Device(*r) for r in rows], cards)
+    with pytest.raises(TopologyError):
+        units_from_rows(rows, 3)

@@ -11,17 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from anchorgpu.catalog.models import Product
 from anchorgpu.fleet.models import Device, Host
 
-from . import rules, search
+from . import free_sql, rules, search, sweep_sql
 from .models import Booking, BookingDevice
 from .periods import Period
-from .units import Device as DeviceValue
-from .units import Unit, units_from_devices
+from .units import Unit, units_from_rows
 
 
 def _live_at(now: datetime) -> Q:
@@ -32,23 +32,37 @@ def _bookable_devices(product: Product):
     return Device.objects.filter(host__product=product, host__status=Host.Status.ACTIVE)
 
 
-def _values(rows) -> list[DeviceValue]:
-    return [DeviceValue(id=r[0], host=r[1], index=r[2], pair=r[3]) for r in rows]
-
-
 def _maintenance_overlapping(period_start: datetime, period_end: datetime):
     return Booking.objects.filter(kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE,
                                   starts_at__lt=period_end, ends_at__gt=period_start)
 
 
+def _searched_in_sql(products) -> bool:
+    """Whether the search runs in PostgreSQL (``sweep_sql``): there, for products of one or two cards per
+    unit. The Python search is the reference, and the one on SQLite; the tests compare the two."""
+    return connection.vendor == "postgresql" and all(p.cards_per_unit in (1, 2) for p in products)
+
+
+def _first_window(length: timedelta) -> timedelta:
+    return length + max(length, timedelta(days=7))
+
+
 def product_units(product: Product) -> list[Unit]:
     rows = _bookable_devices(product).order_by().values_list("id", "host_id", "index", "nvlink_pair")
-    return units_from_devices(_values(rows), product.cards_per_unit)
+    return units_from_rows(rows, product.cards_per_unit)
 
 
 def units_free(product: Product, period: Period, *, now: datetime | None = None) -> list[Unit]:
-    """Units of ``product`` free for all of ``period``: one query, done by the database."""
+    """Units of ``product`` free for all of ``period``: one query, done by the database (on PostgreSQL the
+    same statement sent without the ORM, ``free_sql``)."""
     now = now or timezone.now()
+    if connection.vendor == "postgresql":
+        rows = free_sql.free_devices(product.pk, start=period.start, end=period.end, now=now)
+        return units_from_rows(rows, product.cards_per_unit)
+    return _units_free_orm(product, period, now=now)
+
+
+def _units_free_orm(product: Product, period: Period, *, now: datetime) -> list[Unit]:
     busy = BookingDevice.objects.filter(_live_at(now), device=OuterRef("pk"),
                                         starts_at__lt=period.end, ends_at__gt=period.start)
     in_maintenance = _maintenance_overlapping(period.start, period.end).filter(host=OuterRef("host_id"))
@@ -56,7 +70,7 @@ def units_free(product: Product, period: Period, *, now: datetime | None = None)
             .filter(~Exists(busy), ~Exists(in_maintenance))
             .order_by()
             .values_list("id", "host_id", "index", "nvlink_pair"))
-    return units_from_devices(_values(rows), product.cards_per_unit)
+    return units_from_rows(rows, product.cards_per_unit)
 
 
 def busy_by_device(product: Product, *, after: datetime, before: datetime | None = None,
@@ -123,8 +137,25 @@ def earliest_start(product: Product, *, quantity: int, term_days: int, not_befor
     """The first start from ``not_before`` on with ``quantity`` units free
     for the whole term, or None when there is none within the booking
     horizon (bookings may start at most that many days from now)."""
-    found = earliest_free(product, quantity=quantity, term_days=term_days, not_before=not_before, now=now)
-    return None if found is None else found.start
+    if not _searched_in_sql([product]):
+        found = earliest_free(product, quantity=quantity, term_days=term_days, not_before=not_before, now=now)
+        return None if found is None else found.start
+    now = now or timezone.now()
+    latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
+    if not_before > latest:
+        return None
+    length = timedelta(days=term_days)
+    limit = latest + length  # bookings starting later cannot matter
+    window = _first_window(length)
+    while True:  # the windows of ``earliest_free``, each searched by one statement
+        horizon = min(not_before + window, limit)
+        found = sweep_sql.sweep([product.pk], now=now, after=not_before, before=horizon, length=length,
+                                quantity=quantity, free_now=False)[product.pk].found
+        if found is None or found > latest:
+            return None
+        if found + length <= horizon:  # always true once horizon == limit
+            return found
+        window = max(4 * window, 2 * (found + length - not_before))
 
 
 def earliest_free(product: Product, *, quantity: int, term_days: int, not_before: datetime,
@@ -144,7 +175,7 @@ def earliest_free(product: Product, *, quantity: int, term_days: int, not_before
     devices = {device: unit.host for unit in units for device in unit.devices}
     length = timedelta(days=term_days)
     limit = latest + length  # bookings starting later cannot matter
-    window = length + max(length, timedelta(days=7))
+    window = _first_window(length)
     busy, read_to = None, None
     while True:
         horizon = min(not_before + window, limit)
@@ -166,77 +197,36 @@ class Availability:
     earliest_start: datetime | None  # as ``earliest_start`` answers it
 
 
-@dataclass(frozen=True)
-class BusyRead:
-    """Products' units and their devices' busy periods from ``now``, of the bookings starting before
-    ``until``, read once: ``availability`` answers any term, quantity and start from it, without queries, for
-    as long as its search ends by ``until``. The live catalog reads one for a snapshot and a second and asks
-    it for every query it is sent (``catalog.offers.fleet_read``)."""
-
-    now: datetime
-    until: datetime
-    units: dict[int, list[Unit]]  # by product
-    busy: dict[int, list[Period]]  # by device
-
-    def covers(self, product_ids, *, now: datetime, limit: datetime) -> bool:
-        return now == self.now and limit <= self.until and all(pk in self.units for pk in product_ids)
-
-
 def _units_of(by_id: dict[int, Product]) -> dict[int, list[Unit]]:
     rows = (Device.objects.filter(host__product__in=list(by_id), host__status=Host.Status.ACTIVE).order_by()
             .values_list("host__product_id", "id", "host_id", "index", "nvlink_pair"))
     devices: dict[int, list[tuple]] = defaultdict(list)
     for product_id, *device in rows:
         devices[product_id].append(device)
-    return {pk: units_from_devices(_values(devices[pk]), product.cards_per_unit) for pk, product in by_id.items()}
-
-
-def busy_read(products, *, now: datetime, longest_term_days: int) -> BusyRead:
-    """Everything ``availability`` needs for these products and any term up to ``longest_term_days``: the
-    devices, and every live booking from ``now`` up to the latest start plus that term (two or three
-    queries)."""
-    by_id = {product.pk: product for product in products}
-    until = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS) + timedelta(days=longest_term_days)
-    busy = _busy_of(list(by_id.values()), after=now, before=until, now=now) if by_id else {}
-    return BusyRead(now=now, until=until, units=_units_of(by_id) if by_id else {}, busy=busy)
-
-
-def _availability_in(read: BusyRead, product_ids, *, quantity: int, length: timedelta, not_before: datetime,
-                     latest: datetime) -> dict[int, Availability]:
-    first_term = Period(read.now, read.now + length)
-    answers = {}
-    for pk in product_ids:
-        units = read.units[pk]
-        found = None
-        if not_before <= latest:
-            found = search.earliest_start(units, read.busy, quantity=quantity, length=length, not_before=not_before)
-        answers[pk] = Availability(units_total=len(units),
-                                   units_free_now=len(search.free_units(units, read.busy, first_term)),
-                                   earliest_start=found if found is not None and found <= latest else None)
-    return answers
+    return {pk: units_from_rows(devices[pk], product.cards_per_unit) for pk, product in by_id.items()}
 
 
 def availability(products, *, quantity: int, term_days: int, not_before: datetime,
-                 now: datetime, read: BusyRead | None = None) -> dict[int, Availability]:
+                 now: datetime) -> dict[int, Availability]:
     """For each product (by primary key): ``len(product_units)``, ``len(units_free)`` for the term from
     ``now``, and ``earliest_start`` from ``not_before`` (not before ``now``): the same answers, read for all
-    the products together. The live catalog asks this for every product on sale: one query for the devices,
-    then two per search window (a third when hosts are in maintenance), however many products there are, and
-    two more for "free now" when the search starts later than now. Like ``earliest_start``, it reads the
-    bookings of a window from ``not_before`` and widens it for the products whose answer does not fit.
-
-    Given a ``read`` (``busy_read``) that covers the search, it answers from it and sends no query."""
+    the products together. The live catalog asks this for every product on sale. Like ``earliest_start``, it
+    reads the bookings of a window from ``not_before`` and widens it for the products whose answer does not
+    fit. On PostgreSQL each window is one statement that answers for every product (``sweep_sql``); elsewhere
+    one query reads the devices, then two per window (a third when hosts are in maintenance), however many
+    products there are, and two more for "free now" when the search starts later than now."""
     by_id = {product.pk: product for product in products}
     if not by_id:
         return {}
     not_before = max(not_before, now)
     latest = rules.latest_start(now, settings.ANCHORGPU_BOOKING_HORIZON_DAYS)
     length = timedelta(days=term_days)
+    if _searched_in_sql(by_id.values()):
+        return _availability_in_sql(by_id, quantity=quantity, length=length, not_before=not_before, now=now,
+                                    latest=latest)
     limit = latest + length  # bookings starting later cannot matter
-    if read is not None and read.covers(by_id, now=now, limit=limit):
-        return _availability_in(read, by_id, quantity=quantity, length=length, not_before=not_before, latest=latest)
     units = _units_of(by_id)
-    window = length + max(length, timedelta(days=7))
+    window = _first_window(length)
     first_term = Period(now, now + length)
     free_now: dict[int, int] | None = None
     if not_before > now:  # a dated search reads from its start; "free now" needs a read of its own
@@ -263,6 +253,36 @@ def availability(products, *, quantity: int, term_days: int, not_before: datetim
         pending, window = wider, widen_to
     return {pk: Availability(units_total=len(units[pk]), units_free_now=free_now[pk], earliest_start=found_at[pk])
             for pk in by_id}
+
+
+def _availability_in_sql(by_id: dict[int, Product], *, quantity: int, length: timedelta, not_before: datetime,
+                         now: datetime, latest: datetime) -> dict[int, Availability]:
+    """``availability`` on PostgreSQL: its windows, each searched for all the pending products at once by one
+    statement; the first also counts the units, and those free now."""
+    limit = latest + length
+    window = _first_window(length)
+    counted: dict[int, sweep_sql.Swept] = {}
+    found_at: dict[int, datetime | None] = {pk: None for pk in by_id}
+    pending = list(by_id)
+    while pending:
+        # Past the horizon nothing may start: one read, for the counts.
+        horizon = max(min(not_before + window, limit), not_before + length)
+        swept = sweep_sql.sweep(pending, now=now, after=not_before, before=horizon, length=length,
+                                quantity=quantity, free_now=not counted)
+        counted = counted or swept
+        wider, widen_to = [], window * 4
+        for pk in pending:
+            found = swept[pk].found
+            if not_before > latest or found is None or found > latest:
+                continue
+            if found + length > horizon:
+                wider.append(pk)  # bookings past the window may move it: read a wider one
+                widen_to = max(widen_to, 2 * (found + length - not_before))
+            else:
+                found_at[pk] = found
+        pending, window = wider, widen_to
+    return {pk: Availability(units_total=counted[pk].units_total, units_free_now=counted[pk].units_free_now,
+                             earliest_start=found_at[pk]) for pk in by_id}
 
 
 def live_slots_overlapping(device_ids, period: Period, *, now: datetime):

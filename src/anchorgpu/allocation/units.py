@@ -60,6 +60,14 @@ def units_from_devices(devices: Iterable[Device], cards_per_unit: int) -> list[U
     return units
 
 
+def units_from_rows(rows: Iterable[tuple[int, Hashable, int, int | None]], cards_per_unit: int) -> list[Unit]:
+    """``units_from_devices`` of ``(id, host, index, pair)`` tuples, as the database reads devices: the same
+    units, without a ``Device`` value for each card first (at fleet scale a read turns thousands of rows)."""
+    if cards_per_unit == 1:
+        return [Unit((i,), host, index, pair) for i, host, index, pair in sorted(rows, key=lambda r: (str(r[1]), r[2]))]
+    return units_from_devices([Device(*row) for row in rows], cards_per_unit)
+
+
 def host_counts(units: Sequence[Unit]) -> dict[Hashable, int]:
     counts: dict[Hashable, int] = defaultdict(int)
     for unit in units:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from anchorgpu.allocation.selectors import Availability, BusyRead, availability, busy_read
+from anchorgpu.allocation.selectors import Availability, availability
 
 from . import pricing
 from .models import Environment, Product
@@ -92,30 +92,28 @@ def offer_for(product: Product, *, term_days: int, quantity: int, not_before: da
 
 @dataclass(frozen=True)
 class Fleet:
-    """What the offers of every query are computed from, read once for a moment: the products on sale, their
-    units and bookings (for any term the catalog sells), and the price list. The live catalog keeps one per
-    snapshot and second (``web.catalog_cache.live_offers``), so its three terms and any quantity or start cost
-    one read of the database, not one each."""
+    """What the offers of every query are computed from, read once for a moment: the products on sale and the
+    price list. The live catalog keeps one per snapshot and second (``web.catalog_cache.live_offers``). The
+    availability of each query is searched for it (on PostgreSQL by one statement for all the products,
+    ``allocation.sweep_sql``): reading every live booking of the fleet once a second instead, to answer every
+    query from it, cost about 2 s at fleet scale (issue 22)."""
 
     now: datetime
     products: tuple[Product, ...]
-    read: BusyRead
     prices: pricing.PriceList | None
 
 
 def fleet_read(now: datetime) -> Fleet:
     now = now.replace(microsecond=0)
-    products = tuple(products_on_sale())
-    return Fleet(now=now, products=products, read=busy_read(products, now=now, longest_term_days=max(TERM_DAYS)),
-                 prices=_current_prices(now))
+    return Fleet(now=now, products=tuple(products_on_sale()), prices=_current_prices(now))
 
 
 def offers(*, term_days: int, quantity: int, not_before: datetime | None = None,
            environment: Environment | None = None, now: datetime | None = None,
            fleet: Fleet | None = None) -> list[Offer]:
     """One offer per product on sale (only those that run ``environment`` when given). The availability of
-    all of them is read at once (a few queries, however many products), or taken from ``fleet``, read for
-    the same ``now``, with no query."""
+    all of them is read at once (a few queries, however many products); the products and prices are those
+    of ``fleet`` when given, read for the same ``now``."""
     now = (now or timezone.now()).replace(microsecond=0)
     if fleet is not None and fleet.now != now:
         raise ValueError("the fleet was read for another moment")
@@ -129,7 +127,6 @@ def offers(*, term_days: int, quantity: int, not_before: datetime | None = None,
             except ValueError:
                 continue
         products.append(product)
-    found = availability(products, quantity=quantity, term_days=term_days, not_before=start, now=now,
-                         read=fleet.read if fleet is not None else None)
+    found = availability(products, quantity=quantity, term_days=term_days, not_before=start, now=now)
     return [_offer(product, found[product.pk], term_days=term_days, quantity=quantity, now=now, prices=prices)
             for product in products]

@@ -56,7 +56,8 @@ SHELLS = 256
 def live_offers(form) -> list:
     """The offers for a valid ``OfferQueryForm``, under its normalised query: the catalog's table and the
     offers API ask for the same offers, and compute them once for a snapshot and a second. Every query's
-    offers are computed from one read of the fleet for that snapshot and second (``offers.fleet_read``). The
+    offers take the products on sale and the price list from one read for that snapshot and second
+    (``offers.fleet_read``), and search the availability for the query (on PostgreSQL one statement). The
     offers and the fleet are read-only values; the threads that share them do not change them."""
     data = form.cleaned_data
 
