@@ -37,6 +37,9 @@ class RateEvent(models.Model):
         verbose_name = _("rate-limited attempt")
         verbose_name_plural = _("rate-limited attempts")
 
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key[:12]}… {self.at:%Y-%m-%d %H:%M:%S}"
+
 
 class RateKey(models.Model):
     """The row a rate-limited key's deciders take turns on (``ops.ratelimit``): a request locks it, counts
@@ -51,3 +54,6 @@ class RateKey(models.Model):
         constraints = [models.UniqueConstraint(fields=["scope", "key"], name="rate_key_once")]
         verbose_name = _("rate-limited key")
         verbose_name_plural = _("rate-limited keys")
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key[:12]}…"
