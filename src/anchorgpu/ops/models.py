@@ -31,6 +31,10 @@ class RateEvent(models.Model):
     scope = models.CharField(_("scope"), max_length=40)
     key = models.CharField(_("key"), max_length=64)
     at = models.DateTimeField(_("at"))
+    undecided = models.BooleanField(
+        _("still being decided"), default=False,
+        help_text=_("Taken before the check it counts (a password): given back if the check passes, kept as a "
+                    "failure otherwise. Counted as a failure once older than a few seconds."))
 
     class Meta:
         indexes = [models.Index(fields=["scope", "key", "at"], name="rate_event_window")]
