@@ -49,7 +49,7 @@ def missing_object_redirect(model_admin: admin.ModelAdmin, request, opts, object
     Django's admin does this with a private method (``ModelAdmin._get_obj_does_not_exist_redirect``) that may
     change in any release, so this is built from public parts only: ``message_user``, ``unquote`` (documented
     in ``django.contrib.admin.utils``' use by the admin's URLs) and the ``admin:index`` URL name. The message
-    keeps Django's msgid on purpose, so Django's own catalogues translate it in every language we serve."""
+    keeps Django's msgid on purpose, and our catalogues word it as Django's own do in every language we serve."""
     text = _("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?") % {
         "name": opts.verbose_name, "key": unquote(str(object_id))}
     model_admin.message_user(request, text, messages.WARNING)
