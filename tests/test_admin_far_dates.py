@@ -121,3 +121,18 @@ def test_every_list_with_a_date_filter_bounds_it():
     unbounded = [type(model_admin).__name__ for model_admin in lists
                  if not issubclass(model_admin.get_changelist(None), BoundedDateChangeList)]
     assert not unbounded
+
+
+@pytest.mark.parametrize(("day", "time"), FAR)
+def test_a_transfer_seen_far_in_the_future_is_refused(admin_client, day, time):
+    from anchorgpu.payments.models import Transfer
+    from tests import shop
+
+    shop.load_shop()
+    order = shop.place(shop.customer())
+    data = {"txid": shop.TXID_BTC, "index": "0", "amount": str(order.quote.amount), "confirmations": "6",
+            "seen_at_0": day, "seen_at_1": time, "sender": "", "note": ""}
+    url = reverse("admin:orders_order_record_transfer", args=[order.pk])
+    text = _errors(admin_client.post(url, data))
+    assert "A transfer cannot have been seen in the future" in text or "Enter a valid date." in text
+    assert not Transfer.objects.exists()
