@@ -1,13 +1,34 @@
 """Shared pieces of the operators' admin."""
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
 
-class ReadOnlyModelAdmin(admin.ModelAdmin):
+class BoundedDateChangeList(ChangeList):
+    """Django's list, whose date filter (``date_hierarchy``) turns a year it cannot count past (9999-12-31 and
+    its next day, or 9999 and its next year) into a bad filter, as it does a date that does not exist: the
+    list again with "?e=1", not a 500."""
+
+    def get_filters(self, request):
+        try:
+            return super().get_filters(request)
+        except (OverflowError, ValueError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
+class BoundedDatesAdmin(admin.ModelAdmin):
+    """For a list with a date filter (``date_hierarchy``): see ``BoundedDateChangeList``."""
+
+    def get_changelist(self, request, **kwargs):
+        return BoundedDateChangeList
+
+
+class ReadOnlyModelAdmin(BoundedDatesAdmin):
     """Shown to operators, never added, edited or deleted here: these rows
     change only through services (or not at all, like the audit log)."""
 
@@ -28,7 +49,7 @@ def missing_object_redirect(model_admin: admin.ModelAdmin, request, opts, object
     Django's admin does this with a private method (``ModelAdmin._get_obj_does_not_exist_redirect``) that may
     change in any release, so this is built from public parts only: ``message_user``, ``unquote`` (documented
     in ``django.contrib.admin.utils``' use by the admin's URLs) and the ``admin:index`` URL name. The message
-    keeps Django's msgid on purpose, so Django's own catalogues translate it in every language we serve."""
+    keeps Django's msgid on purpose, and our catalogues word it as Django's own do in every language we serve."""
     text = _("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?") % {
         "name": opts.verbose_name, "key": unquote(str(object_id))}
     model_admin.message_user(request, text, messages.WARNING)

@@ -125,7 +125,7 @@ if PRODUCTION:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "anchorgpu.apps.OperationsAdminConfig",  # django.contrib.admin, with the shop's own site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

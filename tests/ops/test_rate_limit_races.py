@@ -102,6 +102,60 @@ def test_fifty_wrong_passwords_at_once_from_one_address_check_at_most_its_limit(
         "username": "alice@example.com", "password": "correct horse battery"}).status_code == 302
 
 
+def test_twenty_five_right_passwords_at_once_from_one_address_all_sign_in_and_leave_room():
+    """Only failures count, also at once: the right passwords beyond the address's limit wait for the slots
+    being checked to be given back instead of being refused, and an operator signs in afterwards."""
+    for n in range(25):
+        shop.customer(f"customer{n}@example.com", password=PASSWORD)
+
+    def sign_in(n: int):
+        def job():
+            return Client().post(url("login"), {"username": f"customer{n}@example.com",
+                                                "password": PASSWORD}).status_code
+        return job
+
+    results = run_together([sign_in(n) for n in range(25)])
+    statuses = [value for outcome, value in results if outcome == "granted"]
+    assert statuses == [302] * 25, results
+    assert not RateEvent.objects.filter(scope="login:address").exists()
+    operator = shop.customer("ops@example.com", password=PASSWORD)
+    operator.is_staff = True
+    operator.save()
+    assert Client().post(url("login"), {"username": "ops@example.com", "password": PASSWORD}).status_code == 302
+
+
+def test_wrong_and_right_passwords_at_once_from_one_address_check_at_most_the_limit_of_wrong_ones(monkeypatch):
+    """Credential stuffing from one address with some right guesses among them: at most the limit's worth of
+    wrong passwords is checked, and every right one that was checked signs in."""
+    for n in range(5):
+        shop.customer(f"known{n}@example.com", password=PASSWORD)
+    wrong, lock = [], threading.Lock()
+    real_authenticate = auth_forms.authenticate
+
+    def counting_authenticate(request=None, **credentials):
+        user = real_authenticate(request, **credentials)
+        if user is None:
+            with lock:
+                wrong.append(credentials["username"])
+        return user
+
+    monkeypatch.setattr(auth_forms, "authenticate", counting_authenticate)
+
+    def attempt(n: int):
+        def job():
+            username, password = ((f"known{n}@example.com", PASSWORD) if n < 5 else (f"user{n}@example.com", "x"))
+            return Client().post(url("login"), {"username": username, "password": password}).status_code
+        return job
+
+    results = run_together([attempt(n) for n in range(45)])
+    statuses = [value for outcome, value in results if outcome == "granted"]
+    limit = LIMITS["login"][0].count
+    assert len(statuses) == 45 and len(wrong) <= limit
+    assert statuses.count(200) == len(wrong) and statuses.count(429) == 45 - len(wrong) - statuses.count(302)
+    assert RateEvent.objects.filter(scope="login:address").count() == len(wrong)
+    assert not RateEvent.objects.filter(undecided=True).exists()
+
+
 def test_thirty_wrong_passwords_at_once_on_one_account_leave_at_most_ten_unguarded(monkeypatch):
     """From thirty addresses (no address limit is reached): each attempt takes the account's slot before its
     password is checked, so only the first ten can find the window open; the others are under attack, and of

@@ -88,6 +88,80 @@ def test_failed_log_ins_per_address_refuse_that_address_and_keep_what_was_typed(
     assert not RateEvent.objects.filter(key__contains="example.com").exists()  # keys are hashes, never e-mails
 
 
+def test_twenty_five_customers_signing_in_from_one_address_leave_the_operator_room(client):
+    """Only failures count: a right password gives its slot back (an operator was locked out after twenty
+    customers signed in from one office's address)."""
+    shop.load_shop()
+    for n in range(25):
+        shop.customer(f"customer{n}@example.com")
+        office = Client(REMOTE_ADDR="192.0.2.10")
+        assert log_in(office, RIGHT, username=f"customer{n}@example.com").url == url("orders")
+    assert not RateEvent.objects.filter(scope="login:address").exists()
+    operator = shop.customer("ops@example.com")
+    operator.is_staff = True
+    operator.save()
+    assert log_in(Client(REMOTE_ADDR="192.0.2.10"), RIGHT, username="ops@example.com").url == url("orders")
+
+
+def test_a_success_gives_back_only_its_own_slot_not_the_failures_of_other_accounts():
+    """Credential stuffing from one address: many accounts, one wrong password each; a right password among
+    them does not clear the others' failures, and the address is refused at the limit."""
+    shop.load_shop()
+    shop.customer()
+    per_address = LIMITS["login"][0].count
+    stuffer = "192.0.2.66"
+    for n in range(per_address - 1):
+        assert log_in(Client(REMOTE_ADDR=stuffer), "x", username=f"user{n}@example.com").status_code == 200
+    assert log_in(Client(REMOTE_ADDR=stuffer), RIGHT).url == url("orders")  # one that works
+    assert RateEvent.objects.filter(scope="login:address").count() == per_address - 1
+    assert not RateEvent.objects.filter(scope="login:address", undecided=True).exists()  # every failure decided
+    assert log_in(Client(REMOTE_ADDR=stuffer), "x", username="last@example.com").status_code == 200
+    assert log_in(Client(REMOTE_ADDR=stuffer), RIGHT).status_code == 429  # the window is full of failures
+    assert log_in(Client(REMOTE_ADDR="192.0.2.67"), RIGHT).url == url("orders")  # another address is not
+
+
+def test_a_known_browser_is_not_held_up_by_others_failures_at_its_address_but_still_counts():
+    shop.load_shop()
+    shop.customer()
+    office = "192.0.2.20"
+    operator_browser = Client(REMOTE_ADDR=office)
+    assert log_in(operator_browser, RIGHT).url == url("orders")  # a complete sign-in: a known device
+    operator_browser.post(url("logout"))
+    for n in range(LIMITS["login"][0].count):
+        log_in(Client(REMOTE_ADDR=office), "x", username=f"user{n}@example.com")
+    assert log_in(Client(REMOTE_ADDR=office), RIGHT).status_code == 429  # a browser it does not know
+    before = RateEvent.objects.filter(scope="login:address").count()
+    assert log_in(operator_browser, "typo").status_code == 200  # its own failure still counts, at the address too
+    assert RateEvent.objects.filter(scope="login:address").count() == before + 1
+    assert log_in(operator_browser, RIGHT).url == url("orders")
+    assert RateEvent.objects.filter(scope="login:address").count() == before + 1
+
+
+def test_a_slot_still_being_checked_is_waited_for_and_a_stale_one_counts(rf, monkeypatch):
+    from anchorgpu.ops import ratelimit
+
+    request = rf.post("/", REMOTE_ADDR="192.0.2.30")
+    limit = LIMITS["login"][0]
+    now = timezone.now()
+    taken = [ratelimit.rate_take(request, "login", settle=1) for _ in range(limit.count)]
+    assert RateEvent.objects.filter(scope="login:address", undecided=True).count() == limit.count
+    waited = []
+    monkeypatch.setattr(ratelimit.time, "sleep", lambda seconds: (waited.append(seconds),
+                                                                  ratelimit.rate_give_back(taken.pop())))
+    taken.append(ratelimit.rate_take(request, "login", settle=1))  # one of them was right: its slot frees room
+    assert len(waited) == 1
+    ratelimit.rate_keep([pk for pks in taken for pk in pks])  # the others were wrong
+    monkeypatch.setattr(ratelimit.time, "sleep", waited.append)
+    with pytest.raises(ratelimit.RateLimited):
+        ratelimit.rate_take(request, "login", settle=1)
+    assert len(waited) == 1  # full of decided failures: refused at once
+    RateEvent.objects.filter(scope="login:address").update(undecided=True, at=now - timedelta(
+        seconds=ratelimit.UNDECIDED_SECONDS + 1))
+    with pytest.raises(ratelimit.RateLimited):  # undecided for too long: its request died; it counts
+        ratelimit.rate_take(request, "login", settle=1)
+    assert len(waited) == 1
+
+
 def test_the_forwarded_address_is_believed_only_when_the_deployment_says_a_proxy_appends_it(client, settings):
     shop.load_shop()
     for n in range(LIMITS["login"][0].count):

@@ -10,10 +10,12 @@ from datetime import timezone as dt_timezone
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from anchorgpu.audit.models import AuditEntry
+from anchorgpu.orders import notify
 from anchorgpu.orders.models import Order
 from anchorgpu.payments.demo import DEMO_ZPUB
 from anchorgpu.payments.models import DepositKey, Rate, Refund, Transfer
@@ -40,6 +42,14 @@ def _order_page(order):
 
 def _reload(order):
     return Order.objects.get(pk=order.pk)
+
+
+def client_page_of(order) -> str:
+    """The customer's own page of ``order``, in English."""
+    customer = Client()
+    customer.force_login(order.user)
+    with translation.override("en"):
+        return customer.get(reverse("order", kwargs={"reference": order.reference})).content.decode()
 
 
 @pytest.fixture
@@ -183,7 +193,7 @@ def test_confirmations_are_updated_through_the_admin(admin_client, order):
 def test_mark_paid_and_invalid_need_a_reason(admin_client, order, reason):
     payment_claim(order=order, actor="alice@example.com", txid=shop.TXID_BTC)
     for tool in ("mark_paid", "mark_invalid"):
-        response = admin_client.post(_tool(order, tool), {"reason": reason})
+        response = admin_client.post(_tool(order, tool), {"reason": reason, "customer_reason": "told"})
         assert response.status_code == 200 and "reason" in response.context["form"].errors
     assert _reload(order).state == "payment_claimed"
     assert not AuditEntry.objects.filter(action="payment_mark_paid").exists()
@@ -203,16 +213,29 @@ def test_mark_paid_with_a_reason_is_applied_and_audited(admin_client, order):
 
 def test_mark_invalid_with_a_reason_is_applied_and_audited(admin_client, order):
     payment_claim(order=order, actor="alice@example.com", txid=shop.TXID_BTC)
-    response = admin_client.post(_tool(order, "mark_invalid"), {"reason": "no such transaction"})
+    assert "What to tell the customer" in admin_client.get(_tool(order, "mark_invalid")).content.decode()
+    refused = admin_client.post(_tool(order, "mark_invalid"), {"reason": "no such transaction"})
+    assert refused.status_code == 200 and "customer_reason" in refused.context["form"].errors
+    told = "No transfer with this transaction id reaches your order's address on the Bitcoin network."
+    response = admin_client.post(_tool(order, "mark_invalid"), {"reason": "no such transaction (checked mempool)",
+                                                                "customer_reason": told})
     assert response.status_code == 302
     order = _reload(order)
     assert order.state == "awaiting_payment" and order.claimed_txid == ""
     entry = AuditEntry.objects.get(action="order_state", from_state="payment_claimed")
     assert entry.actor == "admin" and "no such transaction" in entry.reason
+    # The customer's e-mail says why, in the operator's words for them (not the internal reason), and what next.
+    email = order.emails.get(kind="state_changed", state="awaiting_payment")
+    subject, body = notify._message(email)
+    assert "could not accept it:\n" + told in body and "checked mempool" not in body
+    assert "then press “I've paid” again" in body
+    page = client_page_of(order)
+    assert told.replace("'", "&#x27;") in page and "checked mempool" not in page
 
 
 def test_a_refusal_by_the_service_is_a_form_error(admin_client, order):
-    response = admin_client.post(_tool(order, "mark_invalid"), {"reason": "nothing was claimed"})
+    response = admin_client.post(_tool(order, "mark_invalid"), {"reason": "nothing was claimed",
+                                                                "customer_reason": "none"})
     assert response.status_code == 200
     assert "Only a claimed payment" in _errors(response)
     assert _reload(order).state == "awaiting_payment"

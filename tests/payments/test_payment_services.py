@@ -135,6 +135,47 @@ def test_paid_after_expiry_with_capacity_gone_goes_to_refund(user):
     assert states(order)[-1] == "refunded"
 
 
+def test_a_late_payment_whose_cards_were_taken_is_told_as_a_refund_not_as_more_than_the_quote(user):
+    from anchorgpu.orders import admin_panels
+    from anchorgpu.web.timeline import for_order
+
+    order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
+    late = order.quote.expires_at + timedelta(minutes=1)
+    shop.order_for_all_h200(shop.customer("bob@example.com"), now=late)
+    shop.pay(order, seen_at=late, now=late + timedelta(minutes=1))
+    order = fresh(order)
+    assert order.state == "paid_late" and order.refund_due
+    texts = [event.text for event in for_order(order)]
+    assert not any("More than the quote arrived" in text for text in texts), texts
+    assert any(text.startswith("Your payment of ") and "arrived after the quote expired, when the cards were no "
+               "longer free: all of it will be refunded to you." in text for text in texts), texts
+    assert "cards were gone" in admin_panels.to_do(order, admin_panels.payment_summary(order))
+    # Money on top of a paid order is still "more than the quote".
+    paid = shop.place(user)
+    shop.pay(paid, amount=paid.quote.amount + 1000, txid=shop.txid("btc", 5))
+    texts = [event.text for event in for_order(fresh(paid))]
+    assert any(text.startswith("More than the quote arrived: ") for text in texts), texts
+
+
+def test_money_arriving_after_a_refund_is_told_as_arriving_after_the_order_ended(user):
+    from anchorgpu.orders import admin_panels
+    from anchorgpu.web.timeline import for_order
+
+    order = shop.place(user)
+    shop.pay(order)
+    refund_address_set(order=order, actor=user.username, address=REFUND_TO)
+    refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, amount=order.quote.amount,
+                  rate_choice="quote", txid="ef" * 32, reason="customer asked", whole_order=True))
+    assert fresh(order).state == "refunded"
+    shop.pay(order, amount=5000, txid=shop.txid("btc", 6))
+    order = fresh(order)
+    texts = [event.text for event in for_order(order)]
+    assert any("arrived after the order had ended: it will be refunded to you." in text for text in texts), texts
+    assert not any("More than the quote arrived" in text for text in texts), texts
+    assert "arrived after the order had ended: refund it." in admin_panels.to_do(order,
+                                                                                admin_panels.payment_summary(order))
+
+
 def test_recheck_capacity_after_the_cards_free_up(user):
     order = shop.place(user, product="h200-141gb", quantity=16, term_days=7)
     late = order.quote.expires_at + timedelta(minutes=1)
@@ -197,13 +238,20 @@ def test_transfer_input_is_checked(user):
 def test_claim_marked_invalid_goes_back_to_waiting_with_a_reason(user):
     order = shop.place(user)
     payment_claim(order=order, actor=user.username, txid="ab" * 32)
+    told = "No transfer with this transaction id reaches your order's address."
     with pytest.raises(InvalidOrder, match="Say why"):
-        payment_mark_invalid(order=order, actor="operator", reason="  ")
-    payment_mark_invalid(order=order, actor="operator", reason="no such transaction on chain")
+        payment_mark_invalid(order=order, actor="operator", reason="  ", customer_reason=told)
+    with pytest.raises(InvalidOrder, match="Say what to tell the customer"):
+        payment_mark_invalid(order=order, actor="operator", reason="no such transaction", customer_reason=" ")
+    assert fresh(order).state == "payment_claimed"
+    payment_mark_invalid(order=order, actor="operator", reason="no such transaction on chain", customer_reason=told)
     order = fresh(order)
     assert order.state == "awaiting_payment" and order.claimed_txid == ""
     entry = AuditEntry.objects.filter(object_id=str(order.pk), action="order_state").latest("id")
     assert entry.actor == "operator" and "no such transaction" in entry.reason and entry.data["claimed_txid"]
+    assert entry.data["customer_reason"] == told
+    email = order.emails.filter(kind="state_changed", state="awaiting_payment").get()
+    assert email.note == told  # the customer's words, not the operators' reason
 
 
 def test_mark_paid_by_hand_needs_a_reason_and_is_audited(user):

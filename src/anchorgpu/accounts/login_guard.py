@@ -3,7 +3,13 @@
 Every log-in attempt is counted before its password is checked (``ops.ratelimit``, under the key's row lock,
 so attempts sent at once are decided one after the other too):
 
-* per address: 20 failures in 15 minutes, then that address is refused (429);
+* per address: 20 failures in 15 minutes, then that address is refused (429). Only failures: a right password
+  gives its slot back, and while slots are still being checked (undecided) a new attempt waits for them
+  (``LOGIN_SETTLE_SECONDS``) instead of being refused, so customers signing in together behind one address
+  never lock each other, or an operator, out. A success gives back only its own slot: the failures of other
+  accounts from the address still count (credential stuffing from one address stays limited). A browser that
+  is a known device (below) of the account typed is not refused by the address's limit (its owner is not held
+  up by the failures of others behind the same address); its attempt still counts there, and in the account's;
 * per account, keyed by the username typed, from anywhere: 10 failures in 15 minutes or 30 in 24 hours.
   Never refused (ten wrong passwords from ten addresses would lock the owner out); past either window the
   account is *under attack*.
@@ -68,6 +74,9 @@ DEVICE_COOKIE = "anchorgpu_device"
 DEVICE_SALT = "anchorgpu.web.login_guard.known-device"
 DECOY_SALT = "anchorgpu.web.login_guard.decoy"
 DEVICE_SECONDS = 90 * 24 * 3600
+# How long a log-in waits for the attempts from its address still being checked (a password hash takes about
+# 0.1 s) before the address's full window refuses it.
+LOGIN_SETTLE_SECONDS = 5.0
 
 
 def typed_username(request) -> str:

@@ -25,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
-from anchorgpu.ops.ratelimit import RateLimited, rate_give_back, rate_note, rate_take, refused_page
+from anchorgpu.ops.ratelimit import RateLimited, rate_give_back, rate_keep, rate_note, rate_take, refused_page
 from anchorgpu.payments.uri import qr_svg
 
 from . import login_guard, totp
@@ -102,19 +102,29 @@ class LoginView(auth_views.LoginView):
     authentication_form = EmailLoginForm
 
     def post(self, request, *args, **kwargs):
+        username = login_guard.typed_username(request)
+        self.account = login_guard.account_for(username)
+        self.known_device = login_guard.device_known(request, self.account)
         try:
-            self.taken = rate_take(request, "login")  # the address's slot: refused past its limit
+            if self.known_device:  # its owner is not held up by others' failures at the address; this one counts
+                self.taken, _full = rate_note(request, "login", undecided=True)
+            else:  # the address's slot: refused past its limit (failures only: a right password gives it back)
+                self.taken = rate_take(request, "login", settle=login_guard.LOGIN_SETTLE_SECONDS)
         except RateLimited as exc:
             minutes = _minutes(exc.retry_after)
             return self._refused(exc, ngettext("Too many failed log-ins came from your IP address. Try again in "
                                                "%(minutes)d minute.", "Too many failed log-ins came from your "
                                                "IP address. Try again in %(minutes)d minutes.", minutes)
                                  % {"minutes": minutes})
+        try:
+            return self._post_counted(request, username, *args, **kwargs)
+        finally:
+            rate_keep(self.taken)  # not given back: not a right password (or one still to pass its code step)
+
+    def _post_counted(self, request, username: str, *args, **kwargs):
         # The account's slot, never refused: whether its windows were full decides the answer below.
         self.account_taken, wait = rate_note(request, "login_account")
-        username = login_guard.typed_username(request)
-        self.account = login_guard.account_for(username)
-        self.guarded = wait > 0 and not login_guard.device_known(request, self.account)
+        self.guarded = wait > 0 and not self.known_device
         # Under attack, what follows depends on the name typed, never on the password.
         self.guarded_totp = self.guarded and confirmed_device(self.account) is not None
         self.rate_as = login_guard.decoy_rate_as(self.account, username)

@@ -80,3 +80,6 @@ class BookingDevice(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="slot_period_not_empty"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.device} [{self.starts_at:%Y-%m-%d %H:%M}, {self.ends_at:%Y-%m-%d %H:%M})"

@@ -11,6 +11,8 @@ from enum import Enum
 START_GRACE = timedelta(minutes=5)
 # The longest maintenance window; a host out for longer is retired instead.
 MAX_MAINTENANCE = timedelta(days=730)
+# How far ahead a maintenance window may start: further is a typing error (year 9999), not a plan.
+MAINTENANCE_AHEAD = timedelta(days=730)
 
 
 class StartProblem(str, Enum):

@@ -368,6 +368,8 @@ def host_enter_maintenance(*, host: Host, start: datetime, end: datetime, actor:
     window = _period(start, end)
     if window.end <= now:
         raise InvalidRequest("The maintenance window has already ended.")
+    if window.start > now + rules.MAINTENANCE_AHEAD:
+        raise InvalidRequest(f"A maintenance window starts at most {rules.MAINTENANCE_AHEAD.days} days from now.")
     if window.end - max(window.start, now) > rules.MAX_MAINTENANCE:
         raise InvalidRequest(f"A maintenance window lasts at most {rules.MAX_MAINTENANCE.days} days; "
                              "retire a host that is out for longer.")

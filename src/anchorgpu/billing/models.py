@@ -21,6 +21,9 @@ class DocumentSequence(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["kind", "year"], name="sequence_per_kind_year")]
 
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.year}: {self.last}"
+
 
 class Invoice(models.Model):
     order = models.OneToOneField("orders.Order", on_delete=models.PROTECT, related_name="invoice")
@@ -68,6 +71,9 @@ class InvoiceLine(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["invoice", "position"], name="invoice_line_position")]
+
+    def __str__(self) -> str:
+        return f"{self.invoice} · {self.position}: {self.description}"
 
 
 class CreditNote(models.Model):

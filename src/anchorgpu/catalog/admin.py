@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import BooleanField, ExpressionWrapper, Q, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from anchorgpu.admin_base import BoundedDatesAdmin
+
+from . import rules, selectors
 from .models import Environment, Option, OptionPrice, PriceList, Product, ProductRate, TermDiscount
 
 
@@ -72,8 +77,22 @@ class OptionPriceInline(admin.TabularInline):
     verbose_name_plural = _("option prices")
 
 
+class PriceListForm(forms.ModelForm):
+    class Meta:
+        model = PriceList
+        fields = ("name", "currency", "valid_from", "is_active")
+
+    def clean_valid_from(self):
+        start = self.cleaned_data["valid_from"]
+        if start and start > timezone.now() + rules.PRICE_LIST_AHEAD:
+            raise ValidationError(_("A price list starts at most %(days)d days from now.")
+                                  % {"days": rules.PRICE_LIST_AHEAD.days})
+        return start
+
+
 @admin.register(PriceList)
-class PriceListAdmin(admin.ModelAdmin):
+class PriceListAdmin(BoundedDatesAdmin):
+    form = PriceListForm
     list_display = ("name", "currency", "valid_from", "is_active", "in_effect", "created_at")
     list_filter = ("is_active", "currency")
     search_fields = ("name",)
@@ -89,6 +108,24 @@ class PriceListAdmin(admin.ModelAdmin):
                    .order_by("-valid_from", "-id").values("pk")[:1])
         return super().get_queryset(request).annotate(
             _in_effect=ExpressionWrapper(Q(pk=Subquery(current)), output_field=BooleanField()))
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one list at a time, on its page: the one in effect is not offered
+        return actions
+
+    def has_delete_permission(self, request, obj=None):
+        # The list in effect is what every quote is priced from: deleting it would leave the shop without
+        # prices, or silently put an older list back. Start a new list (save as new) and let it take over.
+        if obj is not None and obj.pk == selectors.price_list_current_pk():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.pk == selectors.price_list_current_pk():
+            context["subtitle"] = _("In effect now, so it cannot be deleted: to change prices from a date, save "
+                                    "it as new with that date.")
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     @admin.display(description=_("in effect now"), boolean=True)
     def in_effect(self, obj):

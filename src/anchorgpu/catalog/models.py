@@ -116,6 +116,9 @@ class ProductRate(models.Model):
         constraints = [models.UniqueConstraint(fields=["price_list", "product"], name="one_rate_per_product")]
         verbose_name = _("rate")
 
+    def __str__(self) -> str:
+        return _("%(product)s: %(rate)s per card-hour") % {"product": self.product, "rate": self.rate_per_card_hour}
+
 
 class TermDiscount(models.Model):
     price_list = models.ForeignKey(PriceList, on_delete=models.CASCADE, related_name="discounts")
@@ -126,6 +129,9 @@ class TermDiscount(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["price_list", "term_days"], name="one_discount_per_term")]
         verbose_name = _("term discount")
+
+    def __str__(self) -> str:
+        return _("%(term)s: %(percent)s %% off") % {"term": _term_label(self.term_days), "percent": self.percent}
 
 
 class OptionPrice(models.Model):
@@ -139,3 +145,7 @@ class OptionPrice(models.Model):
             models.UniqueConstraint(fields=["price_list", "option", "term_days"], name="one_option_price_per_term")
         ]
         verbose_name = _("option price")
+
+    def __str__(self) -> str:
+        return _("%(option)s, %(term)s: %(price)s") % {"option": self.option, "term": _term_label(self.term_days),
+                                                        "price": self.price}

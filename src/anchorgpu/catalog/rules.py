@@ -5,12 +5,15 @@ Pure domain code (no Django imports).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import Enum
 
 from anchorgpu.messages import DomainError, gettext_noop
 
 TERM_DAYS: tuple[int, ...] = (3, 7, 30)
 MAX_QUANTITY = 1000  # larger requests are input errors, not capacity questions
+# How far ahead a price list may start: further is a typing error (year 9999), not next season's prices.
+PRICE_LIST_AHEAD = timedelta(days=2 * 365)
 
 
 class Stack(str, Enum):

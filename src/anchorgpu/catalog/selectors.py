@@ -27,6 +27,12 @@ def options_offered():
     return Option.objects.filter(is_active=True)
 
 
+def price_list_current_pk(*, at: datetime | None = None) -> int | None:
+    """The id of the price list in effect at ``at`` (now): the active one with the latest start."""
+    return (PriceList.objects.filter(is_active=True, valid_from__lte=at or timezone.now())
+            .values_list("pk", flat=True).first())
+
+
 def price_list_current(*, at: datetime | None = None) -> pricing.PriceList:
     """The active price list with the latest start at ``at``, as the domain's value. Four small queries of
     plain values: every order and every computation of the catalog reads it."""

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin, missing_object_redirect
+from anchorgpu.allocation import rules as allocation_rules
 from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
@@ -254,6 +255,13 @@ class MaintenanceForm(forms.Form):
                 self.add_error("end", _("The end must be after the start."))
             elif end <= timezone.now():
                 self.add_error("end", _("The end is in the past; a maintenance window must end in the future."))
+        now = timezone.now()
+        if start and start > now + allocation_rules.MAINTENANCE_AHEAD:
+            self.add_error("start", _("A maintenance window starts at most %(days)d days from now.")
+                           % {"days": allocation_rules.MAINTENANCE_AHEAD.days})
+        elif start and end and end > start and end - max(start, now) > allocation_rules.MAX_MAINTENANCE:
+            self.add_error("end", _("A maintenance window lasts at most %(days)d days; retire a host that is out "
+                                    "for longer.") % {"days": allocation_rules.MAX_MAINTENANCE.days})
         return cleaned
 
 

@@ -31,11 +31,18 @@ class RateEvent(models.Model):
     scope = models.CharField(_("scope"), max_length=40)
     key = models.CharField(_("key"), max_length=64)
     at = models.DateTimeField(_("at"))
+    undecided = models.BooleanField(
+        _("still being decided"), default=False,
+        help_text=_("Taken before the check it counts (a password): given back if the check passes, kept as a "
+                    "failure otherwise. Counted as a failure once older than a few seconds."))
 
     class Meta:
         indexes = [models.Index(fields=["scope", "key", "at"], name="rate_event_window")]
         verbose_name = _("rate-limited attempt")
         verbose_name_plural = _("rate-limited attempts")
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key[:12]}… {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class RateKey(models.Model):
@@ -51,3 +58,6 @@ class RateKey(models.Model):
         constraints = [models.UniqueConstraint(fields=["scope", "key"], name="rate_key_once")]
         verbose_name = _("rate-limited key")
         verbose_name_plural = _("rate-limited keys")
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key[:12]}…"

@@ -12,7 +12,12 @@ and at most the limit get through. Three ways to use it:
 * ``rate_take`` decides and records the attempt in a transaction of its own, before the work is done,
   so concurrent requests see it; ``rate_give_back`` returns the slot when the attempt turned out not to
   be one that counts (a right two-factor code, a right password). The limit thus bounds the checks
-  made, not only the failures recorded after them.
+  made, not only the failures recorded after them. With ``settle``, the slot is *undecided* until it is
+  given back or kept (``rate_keep``), and a request that finds the windows full only of undecided slots
+  waits (up to ``settle`` seconds) for them to be decided instead of being refused: twenty right
+  passwords sent at once from one address take the twenty slots, and the twenty-first waits for them
+  to be given back rather than counting them as failures. An undecided slot older than
+  ``UNDECIDED_SECONDS`` counts as kept (its request died).
 * ``rate_turn``, inside the caller's transaction, locks the keys and lets the caller decide
   (``check``) and count (``count``) with the lock held: an order is counted only once it is created,
   and a repeated request for an order that exists is answered without deciding anything.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import wraps
@@ -54,7 +60,8 @@ class Limit:
 
 LIMITS: dict[str, tuple[Limit, ...]] = {
     # Failed log-ins from one address, whatever the account: the slot is taken before the password is checked
-    # and given back when it was right.
+    # (undecided) and given back when it was right, so only failures count; a success gives back its own slot,
+    # never the failures of other accounts from the address (many accounts tried from one address stay limited).
     "login": (Limit("login:address", 20, 900, "address"),),
     # Failed log-ins on one account, from anywhere: counted, never refusing (that would lock the owner out);
     # past either window the account is under attack (``accounts.login_guard``): from a browser it does not know,
@@ -76,6 +83,9 @@ LIMITS: dict[str, tuple[Limit, ...]] = {
     "order": (Limit("order:account", 10, 600, "account"), Limit("order:address", 30, 3600, "address")),
 }
 KEEP = timedelta(seconds=max(limit.seconds for limits in LIMITS.values() for limit in limits))
+# An undecided slot (``rate_take(settle=...)``) older than this counts as a failure: no check takes so long.
+UNDECIDED_SECONDS = 10
+SETTLE_POLL = 0.05  # seconds between two looks at the windows while undecided slots fill them
 
 
 class RateLimited(Exception):
@@ -130,13 +140,15 @@ def rate_key_lock(*, scope: str, key: str, now: datetime | None = None) -> None:
     _lock([(Limit(scope, 0, 0, "address"), key)], now or timezone.now())
 
 
-def _retry_after(keyed: list[tuple[Limit, str]], now: datetime) -> int:
-    """Seconds until every full window has room again (0: none is full)."""
+def _retry_after(keyed: list[tuple[Limit, str]], now: datetime, *, decided_only: bool = False) -> int:
+    """Seconds until every full window has room again (0: none is full). ``decided_only``: as if the undecided
+    slots still young enough to be given back were given back."""
     waits = [0]
     for limit, key in keyed:
-        times = list(RateEvent.objects.filter(scope=limit.scope, key=key,
-                                              at__gt=now - timedelta(seconds=limit.seconds))
-                     .order_by("-at").values_list("at", flat=True)[: limit.count])
+        events = RateEvent.objects.filter(scope=limit.scope, key=key, at__gt=now - timedelta(seconds=limit.seconds))
+        if decided_only:
+            events = events.exclude(undecided=True, at__gt=now - timedelta(seconds=UNDECIDED_SECONDS))
+        times = list(events.order_by("-at").values_list("at", flat=True)[: limit.count])
         if len(times) >= limit.count:  # the oldest of the newest ``count`` must leave the window
             frees_at = times[-1] + timedelta(seconds=limit.seconds)
             waits.append(max(1, math.ceil((frees_at - now).total_seconds())))
@@ -156,9 +168,9 @@ class Turn:
         if wait:
             raise RateLimited(wait)
 
-    def count(self) -> list[int]:
+    def count(self, *, undecided: bool = False) -> list[int]:
         if self.keyed:
-            self.counted += [RateEvent.objects.create(scope=limit.scope, key=key, at=self.now).pk
+            self.counted += [RateEvent.objects.create(scope=limit.scope, key=key, at=self.now, undecided=undecided).pk
                              for limit, key in self.keyed]  # one to three keys: their ids, for a give-back
             RateKey.objects.filter(scope__in={limit.scope for limit, _k in self.keyed},
                                    key__in={key for _l, key in self.keyed}).update(used_at=self.now)
@@ -176,13 +188,23 @@ def rate_turn(request, action: str, *, user=None, now: datetime | None = None) -
     return turn
 
 
-def rate_take(request, action: str, *, user=None, now: datetime | None = None) -> list[int]:
+def rate_take(request, action: str, *, user=None, now: datetime | None = None, settle: float = 0) -> list[int]:
     """Decide and record this attempt, or raise ``RateLimited`` (nothing is recorded then). Returns the
-    attempt's records, for ``rate_give_back``."""
-    with transaction.atomic():
-        turn = rate_turn(request, action, user=user, now=now)
-        turn.check()
-        return turn.count()
+    attempt's records, for ``rate_give_back``. ``settle`` (seconds): the records are undecided until given
+    back or kept (``rate_keep``, which the caller must call when the attempt failed), and windows full only
+    of young undecided records are waited on, up to ``settle``, rather than refused."""
+    deadline = time.monotonic() + settle
+    while True:
+        with transaction.atomic():
+            turn = rate_turn(request, action, user=user, now=now)
+            wait = _retry_after(turn.keyed, turn.now) if turn.keyed else 0
+            if not wait:
+                return turn.count(undecided=settle > 0)
+            settling = (settle > 0 and time.monotonic() < deadline
+                        and not _retry_after(turn.keyed, turn.now, decided_only=True))
+        if not settling:  # the lock is let go before waiting: the undecided ones must be able to finish
+            raise RateLimited(wait)
+        time.sleep(SETTLE_POLL)
 
 
 def rate_give_back(taken: list[int]) -> None:
@@ -191,13 +213,21 @@ def rate_give_back(taken: list[int]) -> None:
         RateEvent.objects.filter(pk__in=taken).delete()
 
 
-def rate_note(request, action: str, *, user=None, now: datetime | None = None) -> tuple[list[int], int]:
-    """Record this attempt without refusing it; returns its records (for ``rate_give_back``) and how many
-    seconds the action's windows were already full for (0: they had room)."""
+def rate_keep(taken: list[int]) -> None:
+    """The attempt ``rate_take(settle=...)`` recorded counts (a wrong password): decided, no longer waited on.
+    What was given back is gone already."""
+    if taken:
+        RateEvent.objects.filter(pk__in=taken, undecided=True).update(undecided=False)
+
+
+def rate_note(request, action: str, *, user=None, now: datetime | None = None,
+              undecided: bool = False) -> tuple[list[int], int]:
+    """Record this attempt without refusing it; returns its records (for ``rate_give_back``; ``undecided``: and
+    ``rate_keep``) and how many seconds the action's windows were already full for (0: they had room)."""
     with transaction.atomic():
         turn = rate_turn(request, action, user=user, now=now)
         wait = _retry_after(turn.keyed, turn.now) if turn.keyed else 0
-        return turn.count(), wait
+        return turn.count(undecided=undecided), wait
 
 
 def refused_page(request, exc: RateLimited, *, template: str = "429.html", context: dict | None = None):

@@ -63,9 +63,10 @@ TOOLS = {page.name: page for page in (
     ToolPage("mark_paid", _l("Mark paid"), f.ReasonForm, _l("Accept the payment"),
              _l("Accept the payment as it stands, e.g. when an exchange kept a fee. The cards are secured and the "
                 "invoice issued; if the cards are gone, the order waits for a refund instead.")),
-    ToolPage("mark_invalid", _l("Mark invalid"), f.ReasonForm, _l("Mark the claim invalid"),
+    ToolPage("mark_invalid", _l("Mark invalid"), f.MarkInvalidForm, _l("Mark the claim invalid"),
              _l("The customer's “I've paid” does not hold up. The order goes back to awaiting payment while its "
-                "quote runs, or expires (and frees its cards) when the quote has run out.")),
+                "quote runs, or expires (and frees its cards) when the quote has run out. The customer is e-mailed "
+                "what you write for them.")),
     ToolPage("recheck_capacity", _l("Re-check capacity"), f.ConfirmForm, _l("Re-check now"),
              _l("This order was paid after its quote expired. If the cards for its term (or from now on) are free, "
                 "they are booked and the order is paid; otherwise it stays here for a refund.")),
@@ -133,7 +134,8 @@ def _apply_mark_paid(order, data, actor, transfer):
 
 
 def _apply_mark_invalid(order, data, actor, transfer):
-    payments.payment_mark_invalid(order=order, actor=actor, reason=data["reason"])
+    payments.payment_mark_invalid(order=order, actor=actor, reason=data["reason"],
+                                  customer_reason=data["customer_reason"])
     return _("The claim is marked invalid.")
 
 

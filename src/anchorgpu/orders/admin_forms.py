@@ -161,6 +161,14 @@ class ReasonForm(OrderForm):
     reason = _reason_field()
 
 
+class MarkInvalidForm(ReasonForm):
+    customer_reason = forms.CharField(
+        label=_("What to tell the customer"), max_length=1000, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text=_("Sent to the customer in the e-mail about this decision and shown on their order page, as you "
+                    "write it (in their language if you can), e.g. “No transfer with this transaction id reaches "
+                    "your order's address on the Ethereum network.” The reason above stays with the operators."))
+
+
 class ConfirmForm(OrderForm):
     """Nothing to fill in: the button is the confirmation."""
 

@@ -106,6 +106,8 @@ def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
                                                         "status": failed.verification["status"]}
     if order.refund_due:
         excess = summary.excess.coins if summary.excess and summary.excess.units else ""
+        if excess and not rules.keeps_payment(state):
+            return _("%(excess)s arrived after the order had ended: refund it.") % {"excess": excess}
         if excess:
             return _("More than quoted was received: refund the excess of %(excess)s.") % {"excess": excess}
         return _("A refund is due.")

@@ -194,7 +194,8 @@ class OrderEmail(models.Model):
     state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES, blank=True,
                              help_text=_("The state the order moved to (state changes only)."))
     note = models.TextField(_("note"), blank=True,
-                            help_text=_("What an alert to the operators is about (operator alerts only)."))
+                            help_text=_("What an alert to the operators is about, or what an operator tells the "
+                                        "customer about a state change (why a claim was marked invalid)."))
     created_at = models.DateTimeField(_("queued"), auto_now_add=True)
     due_at = models.DateTimeField(_("next attempt"))
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)

@@ -44,9 +44,10 @@ def _queue(order_pk: int, kind: str, state: str = "", note: str = "") -> OrderEm
     return OrderEmail.objects.create(order_id=order_pk, kind=kind, state=state, note=note, due_at=timezone.now())
 
 
-def state_changed(order_pk: int, state: OrderState) -> None:
-    """About the move to ``state`` (the order may have moved on by the time it is sent)."""
-    _queue(order_pk, OrderEmail.Kind.STATE_CHANGED, OrderState(state).value)
+def state_changed(order_pk: int, state: OrderState, *, note: str = "") -> None:
+    """About the move to ``state`` (the order may have moved on by the time it is sent); ``note``: the
+    operator's words to the customer about it (why a claim was marked invalid)."""
+    _queue(order_pk, OrderEmail.Kind.STATE_CHANGED, OrderState(state).value, note=note)
 
 
 def order_placed(order_pk: int) -> None:
@@ -98,7 +99,8 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         state = OrderState(email.state)
         # A refund of a watched asset is "sent" only once the chain shows it (payments.refunds.refund_verify).
         on_its_way = state is OrderState.REFUNDED and any(not r.shown_as_sent for r in order.refunds.all())
-        context = {"state": state.value, "state_label": STATE_LABELS[state], "refund_on_its_way": on_its_way}
+        context = {"state": state.value, "state_label": STATE_LABELS[state], "refund_on_its_way": on_its_way,
+                   "operator_note": email.note}
     elif email.kind == OrderEmail.Kind.REFUND_SENT:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,

@@ -22,8 +22,9 @@ def order_lock(order: Order | int) -> Order:
 
 
 def order_transition(*, order: Order, to: OrderState, actor: str, reason: str = "", data: dict | None = None,
-                     update_fields: tuple[str, ...] = ()) -> Order:
-    """Move ``order`` (locked by the caller, inside its transaction) to ``to``."""
+                     update_fields: tuple[str, ...] = (), customer_note: str = "") -> Order:
+    """Move ``order`` (locked by the caller, inside its transaction) to ``to``. ``customer_note``: what the
+    operator tells the customer about it, in the state change's e-mail (``reason`` is the operators' own)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("order_transition runs inside the caller's transaction, with the order locked")
     current = order.order_state
@@ -36,5 +37,5 @@ def order_transition(*, order: Order, to: OrderState, actor: str, reason: str = 
     order.save(update_fields=["state", "updated_at", *update_fields])
     audit_record(actor=actor, action="order_state", obj=order, from_state=current.value, to_state=target.value,
                  reason=reason, data=data)
-    notify.state_changed(order.pk, target)
+    notify.state_changed(order.pk, target, note=customer_note)
     return order

@@ -14,7 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.admin_base import BoundedDatesAdmin, ReadOnlyModelAdmin
 from anchorgpu.audit.services import audit_record
 
 from .addresses import AddressError, check_account_key
@@ -83,6 +83,15 @@ class AssetAdmin(admin.ModelAdmin):
             return _ASSET_IDENTITY
         return ()
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None and Quote.objects.filter(asset=obj).exists():
+            fieldsets[0][1]["description"] = _(
+                "The code, network, address scheme, chain id, decimal places and token contract are fixed: this "
+                "asset has been quoted, and its quotes and transfers are read with them. To accept another token "
+                "or network, add a new asset (and set this one's “accepted” off).")
+        return fieldsets
+
     def has_delete_permission(self, request, obj=None):
         return False  # quotes and transfers refer to it; set "accepted" off instead
 
@@ -140,6 +149,19 @@ class DepositKeyAdmin(admin.ModelAdmin):
         # The index only grows (the quote service takes it); the scheme is what the index counts for.
         return ("scheme", "next_index") if obj is not None else ("next_index",)
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        fieldsets[0][1]["description"] = _(
+            "The next address index is not edited here: each checkout takes the next one, and going back would "
+            "hand out an address already given to a customer. The scheme is fixed once the key exists, since the "
+            "index counts for it.")
+        return fieldsets
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one key at a time, on its page: an issuing key offers none
+        return actions
+
     def has_delete_permission(self, request, obj=None):
         # A new row would start again at index 0 and hand out addresses already given to customers.
         return obj is None or obj.next_index == 0
@@ -192,7 +214,7 @@ class RateForm(forms.ModelForm):
 
 
 @admin.register(Rate)
-class RateAdmin(admin.ModelAdmin):
+class RateAdmin(BoundedDatesAdmin):
     """Rates are added, never edited: a wrong figure is corrected by adding a newer one."""
 
     form = RateForm
@@ -226,8 +248,13 @@ class RateAdmin(admin.ModelAdmin):
 class PaymentSettingsAdmin(admin.ModelAdmin):
     """One row: the list goes straight to it."""
 
-    fields = ("quote_minutes", "monitor_hours", "rate_max_age_minutes", "contact_email", "contact_other",
-              "contact_hours")
+    fieldsets = (
+        (_("Quotes and payments"), {"fields": ("quote_minutes", "monitor_hours", "claim_grace_minutes",
+                                               "pending_hold_hours", "rate_max_age_minutes"),
+                                    "description": _("A quote already given keeps its expiry and watch window; the "
+                                                     "other settings apply from the next payment checked.")}),
+        (_("How customers reach us"), {"fields": ("contact_email", "contact_other", "contact_hours")}),
+    )
 
     def has_add_permission(self, request):
         return not PaymentSettings.objects.exists()
@@ -287,6 +314,13 @@ class WatchStateAdmin(admin.ModelAdmin):
     fields = ("asset", "next_block", "tip", "tip_hash", "tip_time", "last_poll_at", "last_success_at", "last_error",
               "last_error_at", "errors_in_row", "watched", "found", "calls", "round_trips", "duration_ms")
     readonly_fields = tuple(f for f in fields if f != "next_block")
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        fieldsets[0][1]["description"] = _(
+            "Written by the chain watcher at each poll, so only where the next scan starts is yours to change: "
+            "lower it to scan earlier blocks again.")
+        return fieldsets
 
     def has_add_permission(self, request):
         return False

@@ -311,10 +311,17 @@ def payment_mark_paid(*, order: Order, actor: str, reason: str, now: datetime | 
     return locked
 
 
-def payment_mark_invalid(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
+def payment_mark_invalid(*, order: Order, actor: str, reason: str, customer_reason: str,
+                         now: datetime | None = None) -> Order:
     """The customer's "I've paid" does not hold up (no such transfer, wrong
-    network…): back to awaiting payment while the quote runs, else expired."""
+    network…): back to awaiting payment while the quote runs, else expired.
+    ``reason`` stays with the operators; ``customer_reason`` is what the customer
+    is told, in the state change's e-mail and on the order page."""
     reason = need_reason(reason)
+    customer_reason = (customer_reason or "").strip()
+    if not customer_reason:
+        raise InvalidOrder(_("Say what to tell the customer: the e-mail about this decision gives it."),
+                           code="customer_reason_required")
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
@@ -322,10 +329,10 @@ def payment_mark_invalid(*, order: Order, actor: str, reason: str, now: datetime
             raise NotAllowedNow(_("Only a claimed payment can be marked invalid; this order is %(state)s.")
                                 % {"state": locked.state_label})
         target = S.AWAITING_PAYMENT if locked.quote.expires_at > now else S.EXPIRED
-        data = {"claimed_txid": locked.claimed_txid}
+        data = {"claimed_txid": locked.claimed_txid, "customer_reason": customer_reason}
         locked.claimed_txid = ""
         order_transition(order=locked, to=target, actor=actor, reason=f"claim marked invalid: {reason}", data=data,
-                         update_fields=("claimed_txid",))
+                         update_fields=("claimed_txid",), customer_note=customer_reason)
         if target is S.EXPIRED:
             release_booking(locked, actor=actor, reason="quote expired")
     return locked

@@ -12,6 +12,7 @@ from django.utils.translation import ngettext
 
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.formats.display import crypto
+from anchorgpu.orders import rules
 from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
 from anchorgpu.orders.provisioning import Step
 from anchorgpu.orders.states import OrderState
@@ -24,7 +25,8 @@ class Event:
     kind: str  # "state", "payment", "step", "document", "info"
 
 
-def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
+def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> tuple[str, str] | None:
+    """``state``: the order's state when the entry was written (the last state change before it)."""
     data = entry.data or {}
     asset = order.quote.asset if hasattr(order, "quote") else None
     decimals, places = (asset.decimals, asset.quoted_places) if asset else (0, 0)
@@ -39,6 +41,9 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
         case "quote_create":
             return "payment", _("Quote issued: %(amount)s %(symbol)s at a locked rate.") % {
                 "amount": coins("amount"), "symbol": symbol}
+        case "order_state" if data.get("customer_reason"):  # a claim marked invalid: what the operator told them
+            return "state", _("Status: %(state)s. We could not accept the payment you told us about: %(reason)s") % {
+                "state": STATE_LABELS[OrderState(entry.to_state)], "reason": data["customer_reason"]}
         case "order_state":
             return "state", _("Status: %(state)s.") % {"state": STATE_LABELS[OrderState(entry.to_state)]}
         case "payment_claim_txid":
@@ -55,6 +60,14 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
             return "payment", ngettext("Transfer now has %(confirmations)d confirmation.",
                                        "Transfer now has %(confirmations)d confirmations.", confirmations) % {
                 "confirmations": confirmations}
+        case "payment_overpaid" if state is OrderState.PAID_LATE:
+            # Late, and the cards are gone: nothing is kept, the whole payment goes back.
+            return "payment", _("Your payment of %(amount)s %(symbol)s arrived after the quote expired, when the "
+                                "cards were no longer free: all of it will be refunded to you.") % {
+                "amount": coins("excess_units"), "symbol": symbol}
+        case "payment_overpaid" if state is not None and not rules.keeps_payment(state):
+            return "payment", _("%(amount)s %(symbol)s arrived after the order had ended: it will be refunded to "
+                                "you.") % {"amount": coins("excess_units"), "symbol": symbol}
         case "payment_overpaid":
             return "payment", _("More than the quote arrived: %(amount)s %(symbol)s is owed back to you.") % {
                 "amount": coins("excess_units"), "symbol": symbol}
@@ -91,8 +104,11 @@ def _text(entry: AuditEntry, order: Order) -> tuple[str, str] | None:
 def for_order(order: Order) -> list[Event]:
     events = []
     entries = AuditEntry.objects.filter(object_type="orders.order", object_id=str(order.pk)).order_by("at", "id")
+    state = None
     for entry in entries:
-        described = _text(entry, order)
+        if entry.action == "order_state" and entry.to_state in OrderState._value2member_map_:
+            state = OrderState(entry.to_state)
+        described = _text(entry, order, state)
         if described:
             events.append(Event(entry.at, described[1], described[0]))
     for step in order.steps.all():
