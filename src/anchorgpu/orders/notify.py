@@ -83,7 +83,7 @@ def _operator_message(email: OrderEmail) -> tuple[str, str]:
     order = email.order
     with translation.override("en"):  # the operators' language
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:orders_order_change", args=[order.pk])
-        context = {"order": order, "link": link, "note": email.note}
+        context = {"order": order, "link": link, "note": email.note, "event": email.event}
         subject = " ".join(render_to_string("orders/email/operator_alert_subject.txt", context).split())
         body = render_to_string("orders/email/operator_alert.txt", context)
     return subject, body
@@ -151,7 +151,7 @@ def emails_send_due(*, now: datetime | None = None) -> int:
     while True:
         with transaction.atomic():
             due = list(due_now.select_for_update(skip_locked=True, of=("self",))
-                       .select_related("order__product", "order__environment", "order__quote__asset")
+                       .select_related("order__product", "order__environment", "order__quote__asset", "event")
                        .order_by("due_at", "id")[:BATCH])
             for email in due:
                 sent += _send_one(email, now)
