@@ -112,6 +112,26 @@ def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
     return ""
 
 
+def claim_checks(order: Order) -> list:
+    """The order's claim checks, each with its verdict in words (``verdict``) for the operator."""
+    from anchorgpu.payments.claim_check import verdict
+
+    quote = _quote(order)
+    checks = list(order.claim_checks.all())
+    for check in checks:
+        check.verdict = verdict(check, quote.asset) if quote else check.get_outcome_display()
+    return checks
+
+
+def claim_verdict(order: Order) -> str:
+    """The automatic check of the transaction id the customer gave, in words ("" when there is none)."""
+    from anchorgpu.payments.claim_check import latest_claim_check, verdict
+
+    quote = _quote(order)
+    check = latest_claim_check(order) if quote else None
+    return verdict(check, quote.asset) if check else ""
+
+
 def age(order: Order) -> str:
     return timesince(order.created_at, timezone.now())
 

@@ -275,7 +275,13 @@ class WebhookDelivery(models.Model):
         verbose_name_plural = _("webhook deliveries")
 
     def __str__(self) -> str:
-        return f"{self.event} → {self.url}"
+        return f"{self.event} → {self.shown_url}"
+
+    @property
+    def shown_url(self) -> str:
+        from .webhooks import shown_url
+
+        return shown_url(self.url)
 
     @property
     def status(self) -> str:
