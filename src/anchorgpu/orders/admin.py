@@ -74,17 +74,22 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     """Claimed, short and late payments, refunds owed and failed access: what
     an operator has to decide, oldest first. Each row leads to the order."""
 
-    list_display = ("order_link", "state", "what_to_do", "claimed_txid", "due", "received", "shortfall", "overpaid",
-                    "age", "tools")
+    # Each column fits a 1366 px screen with the admin's menu open (queue.css): the state under the reference,
+    # the claimed id shortened above its automatic check, unconfirmed and excess money under what was received,
+    # the tools one per line, the filters above the table.
+    list_display = ("order_link", "what_to_do", "claim", "due", "received", "shortfall", "age", "tools")
     list_display_links = None
     list_filter = ("state", "refund_due")
     search_fields = ("reference", "email", "quote__address", "claimed_txid", "transfers__txid")
     ordering = ("created_at", "id")
     list_per_page = 50
 
+    class Media:
+        css = {"all": ["orders/admin/queue.css"]}
+
     def get_queryset(self, request):
         return (super().get_queryset(request).select_related("quote__asset", "product")
-                .prefetch_related("transfers", "refunds"))
+                .prefetch_related("transfers", "refunds", "claim_checks"))
 
     # Whoever may see or handle orders may see the queue.
     def has_view_permission(self, request, obj=None):
@@ -117,11 +122,22 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("order"), ordering="reference")
     def order_link(self, obj):
-        return format_html('<a href="{}">{}</a>', self._order_url(obj.pk), obj.reference)
+        return format_html('<a href="{}">{}</a><br><small class="queue-state">{}</small>', self._order_url(obj.pk),
+                           obj.reference, obj.state_label)
+
+    @admin.display(description=_("claimed transaction and its check"))
+    def claim(self, obj):
+        if not obj.claimed_txid:
+            return "—"
+        txid = obj.claimed_txid
+        short = f"{txid[:10]}…{txid[-6:]}" if len(txid) > 20 else txid
+        verdict = panels.claim_verdict(obj)
+        return format_html('<code title="{}">{}</code><br><span class="queue-verdict">{}</span>', txid, short,
+                           verdict or _("not checked yet"))
 
     @admin.display(description=_("to do"))
     def what_to_do(self, obj):
-        return panels.to_do(obj, self._summary(obj)) or "—"
+        return panels.to_do(obj, self._summary(obj), with_txid=False) or "—"
 
     def _coins(self, obj, name: str) -> str:
         money = getattr(self._summary(obj), name)
@@ -134,11 +150,14 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("received (confirmed)"))
     def received(self, obj):
         text = self._coins(obj, "received")
-        unconfirmed = self._summary(obj).unconfirmed
-        if unconfirmed is not None and unconfirmed.units:
-            return format_html("{}<br><small>{}</small>", text,
-                               _("+ %(coins)s unconfirmed") % {"coins": unconfirmed.coins})
-        return text
+        summary = self._summary(obj)
+        notes = []
+        if summary.unconfirmed is not None and summary.unconfirmed.units:
+            notes.append(_("+ %(coins)s unconfirmed") % {"coins": summary.unconfirmed.coins})
+        if summary.excess is not None and summary.excess.units:
+            notes.append(_("%(coins)s more than quoted") % {"coins": summary.excess.coins})
+        return format_html("{}{}", text, format_html_join("", '<br><small class="queue-note">{}</small>',
+                                                          ((note,) for note in notes)))
 
     @admin.display(description=_("shortfall"))
     def shortfall(self, obj):
@@ -156,7 +175,7 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     def tools(self, obj):
         summary = self._summary(obj)
         query = urlencode({"back": BACK_TO_QUEUE})
-        return format_html_join(" · ", '<a href="{}?{}">{}</a>',
+        return format_html_join("", '<a class="queue-tool" href="{}?{}">{}</a>',
                                 ((self._order_url(obj.pk, t.name), query, t.label)
                                  for t in panels.tools_for(obj, summary)))
 
