@@ -264,7 +264,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 ANCHORGPU_SITE_URL = os.environ.get("ANCHORGPU_SITE_URL", "http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = os.environ.get("ANCHORGPU_FROM_EMAIL", "AnchorGPU <orders@anchorgpu.example>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
-# Alerts to the operators (orders.notify.operator_alert); empty: the active staff users' addresses.
+# Alerts to the operators (orders.operator_events); empty: the active staff users' addresses.
 ANCHORGPU_OPERATOR_EMAILS = os.environ.get("ANCHORGPU_OPERATOR_EMAILS", "").strip()
 # ... and to these URLs, signed (orders.webhooks); a URL or secret that cannot work stops the start.
 ANCHORGPU_OPERATOR_WEBHOOK_URLS = webhook_urls(os.environ.get("ANCHORGPU_OPERATOR_WEBHOOK_URLS"))

@@ -181,3 +181,14 @@ def test_without_webhook_urls_only_the_email_is_queued(user, settings):
     shop.pay(order, amount=1)
     [event] = events(order)
     assert told(event)[1] == []
+
+
+def test_a_claimed_transaction_on_another_network_is_a_wrong_asset_too(user, monkeypatch):
+    from anchorgpu.payments import claim_check as checks
+
+    monkeypatch.setattr(checks, "_elsewhere", lambda asset, txid, address, timeout: "Polygon PoS")
+    order = payment_claim(order=shop.place(user, asset="eth"), actor="alice", txid=shop.TXID_EVM)
+    claim_check(order=order, watcher=OneAnswer(LookupOutcome.NOT_FOUND, {}))
+    [event] = events(order)
+    assert event.kind == K.WRONG_ASSET and event.key == f"{shop.TXID_EVM}:wrong_network"
+    assert "wrong network: on Polygon PoS, not Ethereum mainnet" in event.text

@@ -1,5 +1,6 @@
 """Emails to the customer, in the language the order was placed in, and alerts about an order to the
-operators, in English (``operator_alert``: to ``ANCHORGPU_OPERATOR_EMAILS``, else the active staff users).
+operators, in English (queued by ``operator_events.operator_event_raise``: to ``ANCHORGPU_OPERATOR_EMAILS``,
+else the active staff users; the same events go to the operators' webhooks, ``webhooks``).
 
 The services queue an email (an ``OrderEmail`` row) inside the transaction of the change it is about; the
 worker sends what is due (``emails_send_due``). An order request therefore neither waits for the mail server
@@ -60,11 +61,6 @@ def term_ending(order_pk: int) -> None:
 def refund_sent(order_pk: int) -> None:
     """A refund of a watched asset was found on chain paying the customer."""
     _queue(order_pk, OrderEmail.Kind.REFUND_SENT)
-
-
-def operator_alert(order_pk: int, note: str) -> OrderEmail:
-    """Tell the operators what ``note`` says about the order (a payment that vanished from the chain...)."""
-    return _queue(order_pk, OrderEmail.Kind.OPERATOR_ALERT, note=note)
 
 
 def operator_addresses() -> list[str]:
