@@ -52,5 +52,6 @@ def test_a_settled_bitcoin_payment_reorganised_away_flags_the_order(explorer, te
     assert PAYMENT in order.chain_alert and f"block 2500001 ({old.hash})" in order.chain_alert
     assert SECOND not in order.chain_alert  # mined again in the new branch: still there
     # (The order was short, and said so, until its second transfer confirmed.)
-    [email] = OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT, event__kind="order.reorged")
+    [email] = OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT,
+                                        event__kind="order.reorged")
     assert PAYMENT in email.note

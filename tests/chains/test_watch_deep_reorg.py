@@ -42,7 +42,8 @@ CHAIN_EVENTS = ("order.reorged", "order.reorg_resolved")
 
 def alerts(order) -> list[OrderEmail]:
     """The operators' emails about the chain (not those about a short or late payment)."""
-    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT, event__kind__in=CHAIN_EVENTS).order_by("id"))
+    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT,
+                                         event__kind__in=CHAIN_EVENTS).order_by("id"))
 
 
 def signed_eth(w3: Web3, to: str, amount: int, nonce: int) -> bytes:

@@ -131,6 +131,9 @@ def test_always_failing_is_given_up_after_the_last_attempt_and_shown(store, sett
     delivery = WebhookDelivery.objects.get(event=event)
     assert delivery.failed_at is not None and delivery.attempts == len(RETRY_AFTER) + 1
     assert delivery.last_error == "HTTP 503" and delivery.status == "given_up"
+    settings.ANCHORGPU_METRICS_TOKEN = "token-for-the-webhook-test"
+    metrics = admin_client.get("/metrics", HTTP_AUTHORIZATION="Bearer token-for-the-webhook-test").content.decode()
+    assert 'anchorgpu_operator_webhooks_undelivered{status="given_up"} 1.0' in metrics
 
     listing = admin_client.get(reverse("admin:orders_webhookdelivery_changelist"), {"status": "given_up"})
     page = listing.content.decode()
