@@ -150,6 +150,7 @@ def test_always_failing_is_given_up_after_the_last_attempt_and_shown(store, sett
     # Fixed receiver: the operator sends it again from the list.
     with Receiver([200]) as fixed:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(url=fixed.url)
+        settings.ANCHORGPU_OPERATOR_WEBHOOK_URLS = [fixed.url]
         answer = admin_client.post(reverse("admin:orders_webhookdelivery_changelist"),
                                    {"action": "send_again", "_selected_action": [delivery.pk]})
         assert answer.status_code == 302
@@ -167,6 +168,15 @@ def test_a_receiver_that_is_not_listening_is_retried(store, settings):
     delivery = WebhookDelivery.objects.get()
     assert delivery.last_status is None and delivery.last_error.startswith("ConnectionError")
     assert "token=receiver-own" not in delivery.last_error and delivery.failed_at is None
+
+
+def test_a_url_taken_out_of_the_settings_gets_nothing_more(store, settings):
+    with Receiver([200]) as receiver:
+        underpaid(store, settings, receiver.url)
+        settings.ANCHORGPU_OPERATOR_WEBHOOK_URLS = ["https://hooks.example/the-new-one"]
+        assert webhooks_send_due() == 0
+    delivery = WebhookDelivery.objects.get()
+    assert receiver.seen == [] and delivery.failed_at is not None and "no longer in" in delivery.last_error
 
 
 def test_a_redirect_is_not_followed(store, settings):

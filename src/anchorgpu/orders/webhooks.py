@@ -6,7 +6,8 @@ Each delivery is an outbox row (``WebhookDelivery``) written with the event, in 
 and sent by the worker (``webhooks_send_due``): a 2xx answer delivers it; a connection failure, a time-out
 (``ANCHORGPU_OPERATOR_WEBHOOK_TIMEOUT``), a redirect (never followed) or any other status is tried again after
 ``notify.RETRY_AFTER`` (as the customers' emails are), and given up after the last attempt, logged and shown
-in the admin (the order's page and the list of webhook deliveries).
+in the admin (the order's page and the list of webhook deliveries). A delivery whose URL was taken out of the
+settings since it was queued is given up at once, unsent.
 
 The HTTP request is made outside any database transaction: a sweep takes its rows with
 ``FOR UPDATE SKIP LOCKED`` in a short transaction that counts the attempt and leases the row (``LEASE``), then
@@ -80,11 +81,14 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
     return status, f"HTTP {status}"
 
 
+NOT_CONFIGURED = "the URL is no longer in ANCHORGPU_OPERATOR_WEBHOOK_URLS: not sent"
+
+
 def _attempted(delivery: WebhookDelivery, now: datetime, status: int | None, error: str) -> bool:
     delivery.last_status, delivery.last_error = status, error[:300]
     if not error:
         delivery.sent_at = now
-    elif delivery.attempts > len(RETRY_AFTER):
+    elif delivery.attempts > len(RETRY_AFTER) or error == NOT_CONFIGURED:
         delivery.failed_at = now
         log.error("gave up the %s webhook of order %s to %s after %d attempts: %s", delivery.event.kind,
                   delivery.event.order.reference, shown_url(delivery.url), delivery.attempts, delivery.last_error)
@@ -112,8 +116,11 @@ def webhooks_send_due(*, now: datetime | None = None) -> int:
                 delivery.attempts += 1
                 delivery.due_at = now + LEASE
             WebhookDelivery.objects.bulk_update(batch, ["attempts", "due_at"])
+        configured = set(settings.ANCHORGPU_OPERATOR_WEBHOOK_URLS)
         for delivery in batch:  # the requests: outside the transaction, no lock held
-            delivered += _attempted(delivery, now, *_post(delivery))
+            # A URL taken out of the settings (a receiver retired, or one that leaked) gets nothing more.
+            outcome = _post(delivery) if delivery.url in configured else (None, NOT_CONFIGURED)
+            delivered += _attempted(delivery, now, *outcome)
         if len(batch) < BATCH:
             return delivered
 
