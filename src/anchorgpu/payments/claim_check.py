@@ -5,7 +5,10 @@ network, pay this order's deposit address, in the accepted coin or token
 contract, and not already credit another order. What it pays is recorded
 through ``transfer_observe`` like anything the poll finds; the outcome is
 kept (one row per order and id) so the order page can say precisely what
-is wrong, or how many confirmations are still missing.
+is wrong, or how many confirmations are still missing. A transaction in
+another coin, token or network tells the operators at once (an
+``order.wrong_asset`` event of ``orders.operator_events``, in the same
+transaction as the check's row), once per transaction id and verdict.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ Outcome = ClaimCheck.Outcome
 _SIMPLE = {LookupOutcome.PENDING: Outcome.PENDING, LookupOutcome.NOT_FOUND: Outcome.NOT_FOUND,
            LookupOutcome.OTHER_ADDRESS: Outcome.OTHER_ADDRESS, LookupOutcome.WRONG_ASSET: Outcome.WRONG_ASSET,
            LookupOutcome.FAILED: Outcome.FAILED, LookupOutcome.BAD_DATA: Outcome.BAD_DATA}
+
+# Verdicts that tell the operators at once (money may have arrived, just not as this order accepts it).
+ALERTS_OPERATORS = frozenset({Outcome.WRONG_ASSET, Outcome.WRONG_NETWORK})
 
 
 def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
@@ -77,8 +83,6 @@ def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
                                  text=text, now=now, data={"txid": txid, "verdict": str(outcome),
                                                            "detail": dict(detail)})
     return check
-# Verdicts that tell the operators at once (money may have arrived, just not as this order accepts it).
-ALERTS_OPERATORS = frozenset({Outcome.WRONG_ASSET, Outcome.WRONG_NETWORK})
 
 
 def _judge(order: Order, asset: Asset, found: TxLookup, now: datetime) -> tuple[str, int, dict]:
