@@ -19,7 +19,7 @@ from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.catalog.models import Option, OptionPrice, PriceList
 from anchorgpu.ops.models import SweepRecord
 from anchorgpu.orders.fulfilment import provision_due
-from anchorgpu.orders.models import Order
+from anchorgpu.orders.models import OperatorEvent, Order, WebhookDelivery
 from anchorgpu.payments.models import Asset, PaymentSettings, Refund, WatchState
 from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import refund_address_set
@@ -68,6 +68,8 @@ def a_working_shop(db):
         reason="the customer asked", whole_order=True))
     short = shop.place(alice, product="a100-sxm-80gb")
     shop.pay(short, txid=shop.txid("btc", 8), amount=short.quote.amount // 2)  # underpaid: in the queue
+    WebhookDelivery.objects.create(event=OperatorEvent.objects.filter(order=short).first(),  # as a URL set would
+                                   url="https://hooks.example/anchorgpu", due_at=timezone.now())
     WatchState.objects.create(asset=Asset.objects.order_by("pk").first(), tip=100, next_block=90)
     Group.objects.create(name="operators")
     PaymentSettings.current()

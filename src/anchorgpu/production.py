@@ -80,6 +80,67 @@ def check(
                                       + "\n- ".join(found))
 
 
+MIN_WEBHOOK_SECRET_LENGTH = 32
+
+
+def webhook_urls(text: str | None) -> list[str]:
+    """``ANCHORGPU_OPERATOR_WEBHOOK_URLS``: comma- or space-separated URLs, in order, each once."""
+    seen: list[str] = []
+    for url in (text or "").replace(",", " ").split():
+        if url not in seen:
+            seen.append(url)
+    return seen
+
+
+def webhook_problems(*, urls: list[str], secret: str | None, secret_file: str | None,
+                     production: bool) -> list[str]:
+    """What is wrong with the operators' webhook settings (checked at every start, not only in production:
+    a URL that cannot work would otherwise fail only at the first event). The secret itself is never
+    repeated in a message."""
+    from urllib.parse import urlsplit
+
+    found = []
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            found.append(f"ANCHORGPU_OPERATOR_WEBHOOK_URLS: {url!r} is not a URL")
+            continue
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            found.append(f"ANCHORGPU_OPERATOR_WEBHOOK_URLS: {url!r} is not an http:// or https:// URL with a host")
+        elif production and parts.scheme != "https":
+            found.append(f"ANCHORGPU_OPERATOR_WEBHOOK_URLS: {url!r} is plain http; production sends webhooks "
+                         "over https only")
+        elif parts.username or parts.password:
+            found.append(f"ANCHORGPU_OPERATOR_WEBHOOK_URLS: {parts.hostname!r} carries a user name or password "
+                         "in the URL; the signature is what proves a delivery is ours")
+    if urls and not secret:
+        where = f" (the file {secret_file!r} is empty)" if secret_file else ""
+        found.append("ANCHORGPU_OPERATOR_WEBHOOK_URLS is set without a signing secret" + where + ": set "
+                     "ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE (or ANCHORGPU_OPERATOR_WEBHOOK_SECRET) to a random "
+                     f"value of at least {MIN_WEBHOOK_SECRET_LENGTH} characters")
+    elif urls and (len(secret) < MIN_WEBHOOK_SECRET_LENGTH or len(set(secret)) < 8):
+        found.append(f"the operators' webhook secret is too weak: at least {MIN_WEBHOOK_SECRET_LENGTH} "
+                     "characters, and not a repeated pattern")
+    return found
+
+
+def webhook_secret(*, secret: str | None, secret_file: str | None) -> tuple[str, list[str]]:
+    """The signing secret from ``ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE`` (stripped) or the variable, and what
+    is wrong with where it comes from."""
+    if secret_file and secret:
+        return "", ["both ANCHORGPU_OPERATOR_WEBHOOK_SECRET and ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE are set: "
+                    "give one"]
+    if secret_file:
+        try:
+            with open(secret_file, encoding="utf-8") as handle:
+                return handle.read().strip(), []
+        except OSError as exc:
+            return "", [f"ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE {secret_file!r} cannot be read: {exc.strerror}"]
+    return (secret or "").strip(), []
+
+
 # The Content-Security-Policy of every page: scripts, styles, fonts and fetches from the shop itself only
 # (no inline script or style anywhere: htmx runs with eval and its injected styles turned off), images also
 # as data: URIs (the QR code), no plugins, no framing, forms posting back to the shop.

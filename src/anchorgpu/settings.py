@@ -17,6 +17,9 @@ ANCHORGPU_ALLOW_TEST_KEYS                "1" lets quotes use the demo's public t
 ANCHORGPU_FROM_EMAIL                     sender of the customer emails
 ANCHORGPU_OPERATOR_EMAILS                comma-separated addresses of the operators' alerts (a payment gone from the
                                          chain); unset: the active staff users' addresses
+ANCHORGPU_OPERATOR_WEBHOOK_URLS          http(s) URLs (comma-separated) that get each operator alert as a signed POST
+ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE   file holding the webhooks' signing secret (or _SECRET: the secret itself)
+ANCHORGPU_OPERATOR_WEBHOOK_TIMEOUT       seconds one webhook delivery may take (10)
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console; refused in
                                          production)
 ANCHORGPU_EMAIL_DISABLED                 "1": send no e-mail at all and log none (production needs this or an SMTP host)
@@ -55,7 +58,7 @@ from pathlib import Path
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
-from anchorgpu.production import admin_two_factor_required
+from anchorgpu.production import admin_two_factor_required, webhook_problems, webhook_secret, webhook_urls
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", Path.cwd() / "var")).resolve()
@@ -263,8 +266,21 @@ WHITENOISE_AUTOREFRESH = DEBUG
 ANCHORGPU_SITE_URL = os.environ.get("ANCHORGPU_SITE_URL", "http://127.0.0.1:8000")
 DEFAULT_FROM_EMAIL = os.environ.get("ANCHORGPU_FROM_EMAIL", "AnchorGPU <orders@anchorgpu.example>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
-# Alerts to the operators (orders.notify.operator_alert); empty: the active staff users' addresses.
+# Alerts to the operators (orders.operator_events); empty: the active staff users' addresses.
 ANCHORGPU_OPERATOR_EMAILS = os.environ.get("ANCHORGPU_OPERATOR_EMAILS", "").strip()
+# ... and to these URLs, signed (orders.webhooks); a URL or secret that cannot work stops the start.
+ANCHORGPU_OPERATOR_WEBHOOK_URLS = webhook_urls(os.environ.get("ANCHORGPU_OPERATOR_WEBHOOK_URLS"))
+ANCHORGPU_OPERATOR_WEBHOOK_SECRET, _webhook_problems = webhook_secret(
+    secret=os.environ.get("ANCHORGPU_OPERATOR_WEBHOOK_SECRET"),
+    secret_file=os.environ.get("ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE"))
+_webhook_problems += webhook_problems(
+    urls=ANCHORGPU_OPERATOR_WEBHOOK_URLS, secret=ANCHORGPU_OPERATOR_WEBHOOK_SECRET,
+    secret_file=os.environ.get("ANCHORGPU_OPERATOR_WEBHOOK_SECRET_FILE"), production=PRODUCTION)
+if _webhook_problems:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("Operator webhook settings refused:\n- " + "\n- ".join(_webhook_problems))
+ANCHORGPU_OPERATOR_WEBHOOK_TIMEOUT = _whole("ANCHORGPU_OPERATOR_WEBHOOK_TIMEOUT", 10)
 if os.environ.get("ANCHORGPU_EMAIL_HOST"):
     EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     EMAIL_HOST = os.environ["ANCHORGPU_EMAIL_HOST"]

@@ -24,6 +24,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.orders.notify import emails_send_due
+    from anchorgpu.orders.webhooks import webhooks_send_due
     from anchorgpu.payments.claim_check import claims_recheck_due
     from anchorgpu.payments.refunds import refunds_verify_due
     from anchorgpu.payments.watch import watch_poll_all
@@ -32,7 +33,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     # Transfers are found first, so a payment that arrived in time is counted before its quote is expired.
     # Expired quotes free their cards before anything else reads availability;
     # ended terms are released and wiped before the next term on the same
-    # cards is provisioned. The customers' emails go after the sweeps that queue them.
+    # cards is provisioned. The emails and webhooks go after the sweeps that queue them.
     return [
         ("chains_poll", lambda: watch_poll_all()),
         ("claims_recheck_due", lambda: claims_recheck_due()),
@@ -43,6 +44,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
         ("emails_send_due", lambda: emails_send_due()),
+        ("webhooks_send_due", lambda: webhooks_send_due()),
         ("simulations_requeue_stale", lambda: jobs_requeue_stale()),
         ("simulations_purge_old", lambda: jobs_purge_old()),
         ("rate_events_purge", lambda: rate_events_purge()),

@@ -21,8 +21,13 @@ def chain(anvil_w3, anvil_url, settings):
     return ChainShop(anvil_w3, url=anvil_url)
 
 
+CHAIN_EVENTS = ("order.reorged", "order.reorg_resolved")
+
+
 def alerts(order) -> list[OrderEmail]:
-    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT))
+    """The operators' emails about the chain (not those about a short or late payment)."""
+    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT,
+                                         event__kind__in=CHAIN_EVENTS))
 
 
 def rpc(w3, method, params):

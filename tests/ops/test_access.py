@@ -144,7 +144,8 @@ def test_the_admin_is_for_staff_only(client, world):
     alice, _bob, order, _kwargs = world
     with translation.override("en"):
         pages = ["/admin/", f"/admin/orders/order/{order.pk}/change/", "/admin/payments/asset/watch/",
-                 "/admin/audit/auditentry/", "/admin/ops/sweeprecord/", reverse("admin:payments_asset_changelist")]
+                 "/admin/audit/auditentry/", "/admin/ops/sweeprecord/", reverse("admin:payments_asset_changelist"),
+                 reverse("admin:orders_webhookdelivery_changelist")]
     customer = Client()
     customer.force_login(alice)
     for page in pages:

@@ -31,8 +31,13 @@ def seen(order, block=BLOCK) -> SeenTransfer:
                         sender="0x" + "11" * 20, block=block)
 
 
+CHAIN_EVENTS = ("order.reorged", "order.reorg_resolved")
+
+
 def alerts(order):
-    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT).order_by("id"))
+    """The operators' emails about the chain (not those about a short or late payment)."""
+    return list(OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT,
+                                         event__kind__in=CHAIN_EVENTS).order_by("id"))
 
 
 def gone(row):

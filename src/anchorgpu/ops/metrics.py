@@ -115,6 +115,15 @@ class ShopCollector:
         unsent.add_metric(["queued"], waiting.filter(failed_at__isnull=True).count())
         unsent.add_metric(["given_up"], waiting.filter(failed_at__isnull=False).count())
         yield unsent
+        from anchorgpu.orders.models import WebhookDelivery
+
+        pending = WebhookDelivery.objects.filter(sent_at__isnull=True)
+        hooks = GaugeMetricFamily("anchorgpu_operator_webhooks_undelivered",
+                                  "Operator webhook deliveries not delivered: still to be tried, or given up after "
+                                  "the last attempt.", labels=["status"])
+        hooks.add_metric(["queued"], pending.filter(failed_at__isnull=True).count())
+        hooks.add_metric(["given_up"], pending.filter(failed_at__isnull=False).count())
+        yield hooks
 
     def _bookings(self):
         from anchorgpu.allocation.models import Booking

@@ -10,12 +10,13 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
 
 from . import admin_panels as panels
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
-from .models import Order
+from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
 
 
@@ -58,11 +59,12 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
             "tools": [(t.label, reverse(self.tool_url_name(t.name), args=[order.pk])) for t in tools],
             "may_operate": self.may_operate(request),
             "transfers": order.transfers.all(),
-            "claim_checks": order.claim_checks.all(),
+            "claim_checks": panels.claim_checks(order),
             "refunds": order.refunds.all(),
             "ssh_keys": order.ssh_keys.all(),
             "steps": order.steps.all(),
-            "emails": order.emails.all(),
+            "emails": order.emails.exclude(kind=OrderEmail.Kind.OPERATOR_ALERT, event__isnull=False),
+            "operator_events": order.operator_events.prefetch_related("emails", "deliveries"),
             "audit_trail": panels.audit_trail(order),
         }
 
@@ -72,17 +74,22 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     """Claimed, short and late payments, refunds owed and failed access: what
     an operator has to decide, oldest first. Each row leads to the order."""
 
-    list_display = ("order_link", "state", "what_to_do", "claimed_txid", "due", "received", "shortfall", "overpaid",
-                    "age", "tools")
+    # Each column fits a 1366 px screen with the admin's menu open (queue.css): the state under the reference,
+    # the claimed id shortened above its automatic check, unconfirmed and excess money under what was received,
+    # the tools one per line, the filters above the table.
+    list_display = ("order_link", "what_to_do", "claim", "due", "received", "shortfall", "age", "tools")
     list_display_links = None
     list_filter = ("state", "refund_due")
     search_fields = ("reference", "email", "quote__address", "claimed_txid", "transfers__txid")
     ordering = ("created_at", "id")
     list_per_page = 50
 
+    class Media:
+        css = {"all": ["orders/admin/queue.css"]}
+
     def get_queryset(self, request):
         return (super().get_queryset(request).select_related("quote__asset", "product")
-                .prefetch_related("transfers", "refunds"))
+                .prefetch_related("transfers", "refunds", "claim_checks"))
 
     # Whoever may see or handle orders may see the queue.
     def has_view_permission(self, request, obj=None):
@@ -115,11 +122,22 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("order"), ordering="reference")
     def order_link(self, obj):
-        return format_html('<a href="{}">{}</a>', self._order_url(obj.pk), obj.reference)
+        return format_html('<a href="{}">{}</a><br><small class="queue-state">{}</small>', self._order_url(obj.pk),
+                           obj.reference, obj.state_label)
+
+    @admin.display(description=_("claimed transaction and its check"))
+    def claim(self, obj):
+        if not obj.claimed_txid:
+            return "—"
+        txid = obj.claimed_txid
+        short = f"{txid[:10]}…{txid[-6:]}" if len(txid) > 20 else txid
+        verdict = panels.claim_verdict(obj)
+        return format_html('<code title="{}">{}</code><br><span class="queue-verdict">{}</span>', txid, short,
+                           verdict or _("not checked yet"))
 
     @admin.display(description=_("to do"))
     def what_to_do(self, obj):
-        return panels.to_do(obj, self._summary(obj)) or "—"
+        return panels.to_do(obj, self._summary(obj), with_txid=False) or "—"
 
     def _coins(self, obj, name: str) -> str:
         money = getattr(self._summary(obj), name)
@@ -132,11 +150,14 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("received (confirmed)"))
     def received(self, obj):
         text = self._coins(obj, "received")
-        unconfirmed = self._summary(obj).unconfirmed
-        if unconfirmed is not None and unconfirmed.units:
-            return format_html("{}<br><small>{}</small>", text,
-                               _("+ %(coins)s unconfirmed") % {"coins": unconfirmed.coins})
-        return text
+        summary = self._summary(obj)
+        notes = []
+        if summary.unconfirmed is not None and summary.unconfirmed.units:
+            notes.append(_("+ %(coins)s unconfirmed") % {"coins": summary.unconfirmed.coins})
+        if summary.excess is not None and summary.excess.units:
+            notes.append(_("%(coins)s more than quoted") % {"coins": summary.excess.coins})
+        return format_html("{}{}", text, format_html_join("", '<br><small class="queue-note">{}</small>',
+                                                          ((note,) for note in notes)))
 
     @admin.display(description=_("shortfall"))
     def shortfall(self, obj):
@@ -154,6 +175,94 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     def tools(self, obj):
         summary = self._summary(obj)
         query = urlencode({"back": BACK_TO_QUEUE})
-        return format_html_join(" · ", '<a href="{}?{}">{}</a>',
+        return format_html_join("", '<a class="queue-tool" href="{}?{}">{}</a>',
                                 ((self._order_url(obj.pk, t.name), query, t.label)
                                  for t in panels.tools_for(obj, summary)))
+
+
+class DeliveryStatusFilter(admin.SimpleListFilter):
+    title = _("status")
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [("pending", _("pending")), ("delivered", _("delivered")), ("given_up", _("given up"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "pending":
+            return queryset.filter(sent_at__isnull=True, failed_at__isnull=True)
+        if self.value() == "delivered":
+            return queryset.filter(sent_at__isnull=False)
+        if self.value() == "given_up":
+            return queryset.filter(failed_at__isnull=False)
+        return queryset
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyModelAdmin):
+    """The operators' webhooks as the worker sent them: delivered, waiting for the next attempt, or given up
+    after the last one (and sent again from here, once the receiver is fixed)."""
+
+    list_display = ("event_kind", "order_link", "endpoint", "state", "attempts", "last_status", "last_error",
+                    "created_at")
+    list_filter = (DeliveryStatusFilter, "event__kind")
+    list_select_related = ("event__order",)
+    search_fields = ("event__order__reference", "url")
+    ordering = ("-created_at", "-id")
+    actions = ["send_again"]
+    fields = ("event_kind", "order_link", "endpoint", "state", "attempts", "last_status", "last_error",
+              "created_at", "due_at", "sent_at", "failed_at", "event_id", "payload")
+    readonly_fields = fields
+
+    def has_view_permission(self, request, obj=None):
+        opts = Order._meta
+        return (super().has_view_permission(request, obj)
+                or request.user.has_perm(f"{opts.app_label}.view_{opts.model_name}"))
+
+    def has_module_permission(self, request):
+        return self.has_view_permission(request)
+
+    def get_actions(self, request):
+        opts = Order._meta
+        if not request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}"):
+            return {}
+        return super().get_actions(request)
+
+    @admin.display(description=_("event"), ordering="event__kind")
+    def event_kind(self, obj):
+        return obj.event.get_kind_display()
+
+    @admin.display(description=_("event id"))
+    def event_id(self, obj):
+        return obj.event.event_id
+
+    @admin.display(description=_("payload"))
+    def payload(self, obj):
+        import json
+
+        return format_html("<pre>{}</pre>", json.dumps(obj.event.payload, indent=2, sort_keys=True))
+
+    @admin.display(description=_("order"), ordering="event__order__reference")
+    def order_link(self, obj):
+        order = obj.event.order
+        return format_html('<a href="{}">{}</a>', reverse("admin:orders_order_change", args=[order.pk]),
+                           order.reference)
+
+    @admin.display(description=_("URL"))
+    def endpoint(self, obj):
+        return obj.shown_url
+
+    @admin.display(description=_("status"))
+    def state(self, obj):
+        if obj.sent_at:
+            return _("delivered")
+        if obj.failed_at:
+            return format_html("<strong>{}</strong>", _("given up"))
+        return _("pending")
+
+    @admin.action(description=_("Send the given-up deliveries again"))
+    def send_again(self, request, queryset):
+        from .webhooks import webhook_retry
+
+        again = sum(webhook_retry(delivery=d, actor=request.user.get_username()) for d in queryset)
+        self.message_user(request, ngettext("%(count)d delivery is queued again.",
+                                            "%(count)d deliveries are queued again.", again) % {"count": again})

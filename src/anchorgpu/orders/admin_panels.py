@@ -78,15 +78,17 @@ def payment_summary(order: Order) -> PaymentSummary:
                           money(ev.shortfall), money(ev.excess), refunded)
 
 
-def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
-    """In a few words, what the order waits for from the operator."""
+def to_do(order: Order, summary: PaymentSummary | None = None, *, with_txid: bool = True) -> str:
+    """In a few words, what the order waits for from the operator (``with_txid``: naming the transaction id
+    the customer gave; the queue shows it in a column of its own)."""
     summary = summary or payment_summary(order)
     state = order.order_state
     if order.chain_alert:  # the most urgent: money counted for the order is gone (payments.chain_alerts)
         return _("Money counted for this order is no longer on chain: read the chain alert, check the transfer, "
                  "then clear the alert.")
     if state is S.PAYMENT_CLAIMED:
-        hint = _(" (transaction id %(txid)s)") % {"txid": order.claimed_txid} if order.claimed_txid else ""
+        hint = (_(" (transaction id %(txid)s)") % {"txid": order.claimed_txid}
+                if order.claimed_txid and with_txid else "")
         return _("The customer says they paid%(hint)s: find the transfer and record it, or mark the claim "
                  "invalid.") % {"hint": hint}
     if state is S.UNDERPAID:
@@ -112,6 +114,26 @@ def to_do(order: Order, summary: PaymentSummary | None = None) -> str:
             return _("More than quoted was received: refund the excess of %(excess)s.") % {"excess": excess}
         return _("A refund is due.")
     return ""
+
+
+def claim_checks(order: Order) -> list:
+    """The order's claim checks, each with its verdict in words (``verdict``) for the operator."""
+    from anchorgpu.payments.claim_check import verdict
+
+    quote = _quote(order)
+    checks = list(order.claim_checks.all())
+    for check in checks:
+        check.verdict = verdict(check, quote.asset) if quote else check.get_outcome_display()
+    return checks
+
+
+def claim_verdict(order: Order) -> str:
+    """The automatic check of the transaction id the customer gave, in words ("" when there is none)."""
+    from anchorgpu.payments.claim_check import latest_claim_check, verdict
+
+    quote = _quote(order)
+    check = latest_claim_check(order) if quote else None
+    return verdict(check, quote.asset) if check else ""
 
 
 def age(order: Order) -> str:

@@ -23,7 +23,7 @@ from anchorgpu.allocation.errors import InvalidBookingState
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import SYSTEM, audit_record
 
-from . import notify
+from . import notify, operator_events
 from .errors import InvalidOrder, NotAllowedNow
 from .models import Order, ProvisioningStep
 from .provisioner import Provisioner, get_provisioner
@@ -199,6 +199,8 @@ def _strand_due(now: datetime) -> int:
                                             reason="the term ended before access was prepared")
                 audit_record(actor=SYSTEM, action="term_missed", obj=order,
                              reason="the term ended before access was prepared; refund or offer a new term")
+                operator_events.on_refund_due(order, why="The paid term ended before access was prepared: refund, "
+                                                         "or offer the customer a new term.")
             else:
                 continue
             log.warning("order %s: the term ended before access was delivered", order.reference)

@@ -1,4 +1,5 @@
 import secrets
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -191,6 +192,8 @@ class OrderEmail(models.Model):
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
+    event = models.ForeignKey("OperatorEvent", on_delete=models.CASCADE, null=True, blank=True,
+                              related_name="emails", help_text=_("The event an alert to the operators is about."))
     state = models.CharField(_("state"), max_length=20, choices=STATE_CHOICES, blank=True,
                              help_text=_("The state the order moved to (state changes only)."))
     note = models.TextField(_("note"), blank=True,
@@ -212,3 +215,77 @@ class OrderEmail(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order} · {self.kind}"
+
+
+class OperatorEvent(models.Model):
+    """Something about an order that needs an operator (``orders.operator_events``): raised once per event
+    (unique on order, kind and key) in the transaction of the change, and told by email and by the
+    configured webhooks (``orders.webhooks``)."""
+
+    class Kind(models.TextChoices):
+        UNDERPAID = "order.underpaid", _("underpaid")
+        PAID_LATE = "order.paid_late", _("paid after expiry, cards taken")
+        WRONG_ASSET = "order.wrong_asset", _("paid in another coin, token or network")
+        REORGED = "order.reorged", _("payment no longer on chain")
+        REORG_RESOLVED = "order.reorg_resolved", _("payment back on chain")
+        PROVISIONING_FAILED = "order.provisioning_failed", _("access preparation failed")
+        REFUND_DUE = "order.refund_due", _("refund due")
+
+    uid = models.UUIDField(_("event id"), default=uuid.uuid4, unique=True, editable=False)
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events")
+    kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices)
+    key = models.CharField(_("key"), max_length=200,
+                           help_text=_("What makes it this event (the same finding seen again is not raised)."))
+    text = models.TextField(_("what happened"))
+    payload = models.JSONField(_("payload"), default=dict)
+    created_at = models.DateTimeField(_("raised"))
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["order", "kind", "key"], name="operator_event_once")]
+        verbose_name = _("operator event")
+        verbose_name_plural = _("operator events")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.kind}"
+
+    @property
+    def event_id(self) -> str:
+        return f"evt_{self.uid.hex}"
+
+
+class WebhookDelivery(models.Model):
+    """One operator event to one webhook URL: an outbox row the worker sends (``webhooks.webhooks_send_due``),
+    signed, tried again with back-off on a failure or a non-2xx answer, given up after the last attempt."""
+
+    event = models.ForeignKey(OperatorEvent, on_delete=models.CASCADE, related_name="deliveries")
+    url = models.CharField(_("URL"), max_length=500)
+    created_at = models.DateTimeField(_("queued"), auto_now_add=True)
+    due_at = models.DateTimeField(_("next attempt"))
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
+    sent_at = models.DateTimeField(_("delivered"), null=True, blank=True)
+    failed_at = models.DateTimeField(_("given up"), null=True, blank=True)
+    last_status = models.PositiveSmallIntegerField(_("last HTTP status"), null=True, blank=True)
+    last_error = models.CharField(_("last error"), max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["due_at"], name="webhook_delivery_due",
+                                condition=Q(sent_at__isnull=True, failed_at__isnull=True))]
+        verbose_name = _("webhook delivery")
+        verbose_name_plural = _("webhook deliveries")
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.shown_url}"
+
+    @property
+    def shown_url(self) -> str:
+        from .webhooks import shown_url
+
+        return shown_url(self.url)
+
+    @property
+    def status(self) -> str:
+        if self.sent_at:
+            return "delivered"
+        return "given_up" if self.failed_at else "pending"

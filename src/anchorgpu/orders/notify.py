@@ -1,5 +1,6 @@
 """Emails to the customer, in the language the order was placed in, and alerts about an order to the
-operators, in English (``operator_alert``: to ``ANCHORGPU_OPERATOR_EMAILS``, else the active staff users).
+operators, in English (queued by ``operator_events.operator_event_raise``: to ``ANCHORGPU_OPERATOR_EMAILS``,
+else the active staff users; the same events go to the operators' webhooks, ``webhooks``).
 
 The services queue an email (an ``OrderEmail`` row) inside the transaction of the change it is about; the
 worker sends what is due (``emails_send_due``). An order request therefore neither waits for the mail server
@@ -63,11 +64,6 @@ def refund_sent(order_pk: int) -> None:
     _queue(order_pk, OrderEmail.Kind.REFUND_SENT)
 
 
-def operator_alert(order_pk: int, note: str) -> OrderEmail:
-    """Tell the operators what ``note`` says about the order (a payment that vanished from the chain...)."""
-    return _queue(order_pk, OrderEmail.Kind.OPERATOR_ALERT, note=note)
-
-
 def operator_addresses() -> list[str]:
     """Where operator alerts go: ``ANCHORGPU_OPERATOR_EMAILS``, else every active staff user with an address."""
     listed = getattr(settings, "ANCHORGPU_OPERATOR_EMAILS", "") or ""
@@ -84,7 +80,7 @@ def _operator_message(email: OrderEmail) -> tuple[str, str]:
     order = email.order
     with translation.override("en"):  # the operators' language
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:orders_order_change", args=[order.pk])
-        context = {"order": order, "link": link, "note": email.note}
+        context = {"order": order, "link": link, "note": email.note, "event": email.event}
         subject = " ".join(render_to_string("orders/email/operator_alert_subject.txt", context).split())
         body = render_to_string("orders/email/operator_alert.txt", context)
     return subject, body
@@ -153,7 +149,7 @@ def emails_send_due(*, now: datetime | None = None) -> int:
     while True:
         with transaction.atomic():
             due = list(due_now.select_for_update(skip_locked=True, of=("self",))
-                       .select_related("order__product", "order__environment", "order__quote__asset")
+                       .select_related("order__product", "order__environment", "order__quote__asset", "event")
                        .order_by("due_at", "id")[:BATCH])
             for email in due:
                 sent += _send_one(email, now)

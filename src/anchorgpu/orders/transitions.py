@@ -1,5 +1,6 @@
 """The one place an order changes state: checks the transition table, saves,
-writes the audit row and sends the customer an email after commit."""
+writes the audit row, queues the customer's email and, for a state that needs a
+person, the operators' alert (``operator_events``), all in the caller's transaction."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
 
-from . import notify
+from . import notify, operator_events
 from .errors import NotAllowedNow
 from .models import Order
 from .states import OrderState, TransitionRefused, check_transition
@@ -35,7 +36,8 @@ def order_transition(*, order: Order, to: OrderState, actor: str, reason: str = 
                             % {"state": order.state_label}) from None
     order.state = target.value
     order.save(update_fields=["state", "updated_at", *update_fields])
-    audit_record(actor=actor, action="order_state", obj=order, from_state=current.value, to_state=target.value,
-                 reason=reason, data=data)
+    entry = audit_record(actor=actor, action="order_state", obj=order, from_state=current.value,
+                         to_state=target.value, reason=reason, data=data)
     notify.state_changed(order.pk, target, note=customer_note)
+    operator_events.on_transition(order, target, audit_id=entry.pk, reason=reason, data=data)
     return order

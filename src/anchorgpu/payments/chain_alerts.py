@@ -4,9 +4,9 @@ holding less than its settled transfers and never having sent anything).
 
 The alert is for a person. Nothing here moves the order back (there is no
 such transition), revokes access or cancels an invoice: the order keeps its
-state, ``Order.chain_alert`` says what was found, the operators get one
-email per finding (``OrderEmail`` of kind ``operator_alert``, queued in the
-same transaction), the order's page and its admin page say so, and the
+state, ``Order.chain_alert`` says what was found, the operators hear once
+per finding (an ``order.reorged`` event of ``orders.operator_events``: an
+email and the webhooks, queued in the same transaction), the order's page and its admin page say so, and the
 payment queue lists it until an operator clears the alert with a reason.
 
 Each finding has a *subject* (a short key such as ``evm:0x…:0 in block 12
@@ -26,8 +26,8 @@ from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
 from anchorgpu.orders.errors import NotAllowedNow
-from anchorgpu.orders.models import Order, OrderEmail
-from anchorgpu.orders.notify import operator_alert
+from anchorgpu.orders.models import OperatorEvent, Order, OrderEmail
+from anchorgpu.orders.operator_events import next_key, operator_event_raise
 from anchorgpu.orders.transitions import order_lock
 
 from .services import need_reason
@@ -41,9 +41,11 @@ def _require_atomic() -> None:
 
 
 def already_told(order: Order, subject: str) -> bool:
-    """Whether the operators were already emailed about ``subject`` for this order."""
-    return OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT,
-                                     note__contains=subject).exists()
+    """Whether the operators were already told about ``subject`` for this order (an event of that key, or, from
+    before events, an alert email naming it)."""
+    return (OperatorEvent.objects.filter(order=order, kind=OperatorEvent.Kind.REORGED, key=subject).exists()
+            or OrderEmail.objects.filter(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT, event__isnull=True,
+                                         note__contains=subject).exists())
 
 
 def chain_alert_raise(*, order: Order, subject: str, text: str, actor: str, now: datetime,
@@ -61,7 +63,8 @@ def chain_alert_raise(*, order: Order, subject: str, text: str, actor: str, now:
     audit_record(actor=actor, action="chain_alert_raised", obj=order, reason=text,
                  data={"subject": subject, **(data or {})})
     log.warning("order %s flagged for the operators: %s", order.reference, text)
-    operator_alert(order.pk, text)
+    operator_event_raise(order=order, kind=OperatorEvent.Kind.REORGED, key=subject, text=text, now=now,
+                         data={"subject": subject})
     return True
 
 
@@ -80,7 +83,9 @@ def chain_alert_resolved(*, order: Order, subject: str, text: str, actor: str, n
     order.save(update_fields=["chain_alert", "chain_alert_at", "updated_at"])
     audit_record(actor=actor, action=action, obj=order, reason=text, data={"subject": subject, "alert_was": before})
     log.warning("order %s: %s", order.reference, text)
-    operator_alert(order.pk, text)
+    kind = OperatorEvent.Kind.REORG_RESOLVED
+    operator_event_raise(order=order, kind=kind, key=f"{subject} {next_key(order, kind)}", text=text, now=now,
+                         data={"subject": subject, "still_open": still_open})
 
 
 def chain_alert_clear(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:

@@ -5,7 +5,10 @@ network, pay this order's deposit address, in the accepted coin or token
 contract, and not already credit another order. What it pays is recorded
 through ``transfer_observe`` like anything the poll finds; the outcome is
 kept (one row per order and id) so the order page can say precisely what
-is wrong, or how many confirmations are still missing.
+is wrong, or how many confirmations are still missing. A transaction in
+another coin, token or network tells the operators at once (an
+``order.wrong_asset`` event of ``orders.operator_events``, in the same
+transaction as the check's row), once per transaction id and verdict.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from django.db import transaction
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome, TxLookup
-from anchorgpu.orders.models import Order
+from anchorgpu.orders.models import OperatorEvent, Order
+from anchorgpu.orders.operator_events import operator_event_raise
 from anchorgpu.orders.states import OrderState
 
 from .models import Asset, ClaimCheck, Transfer
@@ -30,6 +35,9 @@ Outcome = ClaimCheck.Outcome
 _SIMPLE = {LookupOutcome.PENDING: Outcome.PENDING, LookupOutcome.NOT_FOUND: Outcome.NOT_FOUND,
            LookupOutcome.OTHER_ADDRESS: Outcome.OTHER_ADDRESS, LookupOutcome.WRONG_ASSET: Outcome.WRONG_ASSET,
            LookupOutcome.FAILED: Outcome.FAILED, LookupOutcome.BAD_DATA: Outcome.BAD_DATA}
+
+# Verdicts that tell the operators at once (money may have arrived, just not as this order accepts it).
+ALERTS_OPERATORS = frozenset({Outcome.WRONG_ASSET, Outcome.WRONG_NETWORK})
 
 
 def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
@@ -56,14 +64,24 @@ def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
     except ChainUnavailable as exc:
         log.warning("claim check of %s for %s: %s", txid, order.reference, exc)
         outcome, detail = Outcome.UNAVAILABLE, {}
-    check, created = ClaimCheck.objects.get_or_create(
-        order=order, txid=txid, defaults=dict(outcome=outcome, confirmations=confirmations,
-                                              required=quote.confirmations_required, detail=detail, checked_at=now))
-    if not created:
-        check.outcome, check.confirmations, check.detail, check.checked_at = outcome, confirmations, detail, now
-        check.required = quote.confirmations_required
-        check.checks += 1
-        check.save()
+    with transaction.atomic():  # the verdict and the operators' alert about it, together
+        check, created = ClaimCheck.objects.get_or_create(
+            order=order, txid=txid, defaults=dict(outcome=outcome, confirmations=confirmations,
+                                                  required=quote.confirmations_required, detail=detail,
+                                                  checked_at=now))
+        if not created:
+            check.outcome, check.confirmations, check.detail, check.checked_at = outcome, confirmations, detail, now
+            check.required = quote.confirmations_required
+            check.checks += 1
+            check.save()
+        if outcome in ALERTS_OPERATORS:
+            with translation.override("en"):  # the operators' language
+                text = _("The customer's transaction %(txid)s does not pay this order: %(verdict)s. Tell the "
+                         "customer, and refund what arrived once they give an address.") % {
+                    "txid": txid, "verdict": verdict(check, asset)}
+            operator_event_raise(order=order, kind=OperatorEvent.Kind.WRONG_ASSET, key=f"{txid}:{outcome}",
+                                 text=text, now=now, data={"txid": txid, "verdict": str(outcome),
+                                                           "detail": dict(detail)})
     return check
 
 
@@ -180,6 +198,36 @@ def describe(check: ClaimCheck, asset: Asset) -> str:
             "We could not reach the %(network)s node just now; the check is repeated automatically."
         ),
         Outcome.NOT_WATCHED: _("Payments in %(symbol)s are checked by an operator; you hear from us when it is done."),
+    }
+    return texts[check.outcome] % params
+
+
+def verdict(check: ClaimCheck, asset: Asset) -> str:
+    """The check's verdict in a few words, for the operators (the queue, the order's admin page, the alert)."""
+    from anchorgpu.formats.display import crypto
+
+    params = {"network": _(asset.network_name), "symbol": asset.symbol, "n": check.confirmations,
+              "required": check.required, "other": _(other) if (other := check.detail.get("network", "")) else "?",
+              "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
+    if check.outcome == Outcome.FOUND:
+        params["amount"] = crypto(int(check.detail.get("amount", "0")), asset.decimals, asset.quoted_places)
+        return _("found: %(amount)s %(symbol)s, %(n)d of %(required)d confirmations") % params
+    if check.outcome == Outcome.WRONG_ASSET:
+        if params["sent"]:
+            return _("wrong token: it sends %(sent)s, not %(symbol)s") % params
+        if params["contract"]:
+            return _("wrong token: contract %(contract)s is not %(symbol)s") % params
+        return _("wrong token: not %(symbol)s") % params
+    texts = {
+        Outcome.PENDING: _("known, not yet in a block"),
+        Outcome.NOT_FOUND: _("not found on %(network)s"),
+        Outcome.WRONG_NETWORK: _("wrong network: on %(other)s, not %(network)s"),
+        Outcome.OTHER_ADDRESS: _("pays another address, not this order's"),
+        Outcome.FAILED: _("reverted on chain: nothing was transferred"),
+        Outcome.BAD_DATA: _("the node's data does not match the id: not trusted"),
+        Outcome.ALREADY_CREDITED: _("already credits another order"),
+        Outcome.UNAVAILABLE: _("node unreachable: checked again automatically"),
+        Outcome.NOT_WATCHED: _("not watched on chain: check it by hand"),
     }
     return texts[check.outcome] % params
 

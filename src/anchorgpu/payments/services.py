@@ -21,7 +21,7 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
-from anchorgpu.orders import rules, term_slide
+from anchorgpu.orders import operator_events, rules, term_slide
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
@@ -216,9 +216,12 @@ def note_excess(order: Order, actor: str) -> None:
            or (order.order_state is S.PAID and order.ends_at <= timezone.now()))
     if owed == before and order.refund_due == due:
         return
+    rose = due and not order.refund_due
     order.excess = {"units": str(owed), "asset": order.quote.asset.code} if owed else {}
     order.refund_due = due
     order.save(update_fields=["excess", "refund_due", "updated_at"])
+    if rose:
+        operator_events.on_refund_due(order)
     if owed > before:
         audit_record(actor=actor, action="payment_overpaid", obj=order,
                      reason="money was received that this order does not keep; it is owed back",

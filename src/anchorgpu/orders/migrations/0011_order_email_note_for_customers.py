@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('orders', '0009_refund_scope'),
+        ('orders', '0010_operator_events'),
     ]
 
     operations = [
