@@ -592,7 +592,7 @@ def _fsdp_streams(setup: TrainingSetup) -> dict[tuple[str, str], str]:
     request on another (``device_memory.AllocatorModel``), so these parts keep segments of their own.
 
     FSDP2 (``fully_shard``; pytorch/pytorch ``torch/distributed/fsdp/_fully_shard/``, read at
-    ``_fsdp_collectives.py`` 010ae4a8 and ``_fsdp_param_group.py`` 002a76fb):
+    ``_fsdp_collectives.py`` and ``_fsdp_param.py`` 010ae4a8, ``_fsdp_param_group.py`` 002a76fb):
 
     * ``FSDPCommContext.get_all_gather_streams``: in the forward and pre-backward (implicit prefetching, the
       default ``unshard_async_op=False``) the all-gather runs on ``all_gather_copy_in_stream`` and
