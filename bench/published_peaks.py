@@ -13,7 +13,8 @@ Fields of a ``Row``:
 * ``settings``: the planner's setup fields (names as in ``TrainingSetup`` and issue 21's PLAN.md:
   method, lora_rank, lora_targets, lora_dropout, adapter_dtype, optimizer, precision, seq_len,
   micro_batch, grad_accumulation, grad_checkpointing, activation_offload, attention, packed,
-  cross_entropy, parallel, gpus, offload, quantize_lm_head, double_quant).
+  cross_entropy, parallel, gpus, offload, quantize_lm_head, double_quant; fsdp_version for FSDP rows:
+  1 for ``FullyShardedDataParallel``, 2 for ``fully_shard``).
 * ``extra``: settings of the run that the planner has no field for (torch.compile, torchtune's
   optimizer-in-backward, FSDP's NO_SHARD strategy, torchao's NF4); a row with one of them switched on is
   printed as "setting not modelled" and not judged.
@@ -42,9 +43,11 @@ MEASURES = ("allocated", "active", "reserved", "nvidia-smi", "oom")
 UNITS = {"GiB": 2**30, "GB": 10**9}
 SETTINGS = ("method", "lora_rank", "lora_targets", "lora_dropout", "adapter_dtype", "optimizer", "precision",
             "seq_len", "micro_batch", "grad_accumulation", "grad_checkpointing", "activation_offload", "attention",
-            "packed", "cross_entropy", "parallel", "gpus", "offload", "quantize_lm_head", "double_quant")
+            "packed", "cross_entropy", "parallel", "gpus", "offload", "quantize_lm_head", "double_quant",
+            "fsdp_version")
 LORA_ONLY = ("lora_rank", "lora_targets", "lora_dropout", "adapter_dtype")
 QLORA_ONLY = ("quantize_lm_head", "double_quant")
+FSDP_ONLY = ("fsdp_version",)  # stated only by rows that run FSDP
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,7 @@ _FQ_LORA = {"method": "lora", "lora_rank": 64, "lora_targets": ("q_proj", "k_pro
             "down_proj"), "lora_dropout": 0.1, "adapter_dtype": "bf16", "optimizer": "adamw", "precision": "bf16",
             "seq_len": 2048, "micro_batch": 1, "grad_accumulation": 1, "grad_checkpointing": True,
             "activation_offload": False, "attention": "sdpa", "packed": False, "cross_entropy": "standard",
-            "parallel": "fsdp", "gpus": 2, "offload": "none"}
+            "parallel": "fsdp", "gpus": 2, "offload": "none", "fsdp_version": 1}
 _FQ_QLORA = {**_FQ_LORA, "method": "qlora", "quantize_lm_head": False, "double_quant": True}
 _FQ_TRUST = {
     "method": "stated: --train_type qlora in the template; the LoRA tables say 'regular LoRA'",
@@ -313,6 +316,8 @@ _FQ_TRUST = {
     "packed": "every sample is exactly the context length: no padding, no packing needed",
     "cross_entropy": "the transformers model's own loss (labels passed to the model)",
     "parallel": "train.py default sharding_strategy 'full_shard' (FSDP1, flat parameters)",
+    "fsdp_version": "stated in train.py: FullyShardedDataParallel(...) (FSDP1: flat parameters, use_orig_params "
+                    "False, limit_all_gathers True, backward_prefetch BACKWARD_PRE by default)",
     "activation_offload": "train.py default use_activation_cpu_offload False",
     "quantize_lm_head": "stated in train.py: replace_linear(..., skip_modules=['lm_head'])",
     "double_quant": "inferred: bitsandbytes Linear4bit's default compress_statistics=True; train.py does not pass it",
@@ -323,8 +328,8 @@ _FQ_TRUST = {
                   "keeps what the wrap left reserved. The write-up quotes 3.72 GiB reserved after the wrap of the "
                   "7B QLoRA run ('see reserved_after_model_wrap')",
 }
-_FQ_NOTE = ("measured with FSDP1 (flat parameters, BACKWARD_PRE prefetch, limit_all_gathers); the planner models "
-            "FSDP2. The runs were done in February-March 2024, before this commit of the write-up")
+_FQ_NOTE = ("measured with FSDP1 (flat parameters, BACKWARD_PRE prefetch, limit_all_gathers), planned with "
+            "fsdp_version=1. The runs were done in February-March 2024, before this commit of the write-up")
 
 
 def _fq(id_, model, config, card, settings, measure, figure, where, *, extra=None, unknown=(), notes=""):
@@ -407,7 +412,8 @@ def _lg_recipe(config: str) -> Source:
 
 _LG_FULL = {"method": "full", "optimizer": "adamw", "precision": "bf16", "seq_len": 512, "micro_batch": 4,
             "grad_accumulation": 4, "grad_checkpointing": True, "activation_offload": False, "attention": "sdpa",
-            "packed": False, "cross_entropy": "chunked", "parallel": "fsdp", "gpus": 4, "offload": "none"}
+            "packed": False, "cross_entropy": "chunked", "parallel": "fsdp", "gpus": 4, "offload": "none",
+            "fsdp_version": 1}
 _LG_TRUST = {
     "method": "stated: finetune/full.yaml (litgpt finetune_full) or lora.yaml",
     "precision": "stated: precision: bf16-true (weights, gradients and AdamW state in bf16)",
@@ -424,6 +430,7 @@ _LG_TRUST = {
     "cross_entropy": "stated: chunked_cross_entropy (chunks of 128; lora.py also runs the head in chunks, "
                      "lm_head_chunk_size=128)",
     "parallel": "stated: FSDPStrategy (full shard, FSDP1) when devices > 1",
+    "fsdp_version": "stated: Lightning's FSDPStrategy wraps the model in FullyShardedDataParallel (FSDP1)",
     "gpus": "stated: the table's machine column (and devices: in the YAML where they agree)",
     "offload": "stated: FSDPStrategy(cpu_offload=False)",
     "packed": "no packing: padded batches",

@@ -12,7 +12,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import planner_gpu_published as bench  # noqa: E402
-from published_peaks import (CARDS, CONFIGS, LORA_ONLY, MEASURES, QLORA_ONLY, ROWS, SETTINGS,  # noqa: E402
+from published_peaks import (CARDS, CONFIGS, FSDP_ONLY, LORA_ONLY, MEASURES, QLORA_ONLY, ROWS, SETTINGS,  # noqa: E402
                              UNITS, Card, Row, Source)
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -45,7 +45,8 @@ def test_every_row_names_its_sources_at_a_commit(row):
 def test_judged_rows_state_every_setting_and_a_reason_for_each(row):
     needed = [name for name in SETTINGS
               if (row.settings["method"] != "full" or name not in LORA_ONLY)
-              and (row.settings["method"] == "qlora" or name not in QLORA_ONLY)]
+              and (row.settings["method"] == "qlora" or name not in QLORA_ONLY)
+              and (row.settings["parallel"] == "fsdp" or name not in FSDP_ONLY)]
     assert [name for name in needed if name not in row.settings] == [], row.id
     assert set(row.settings) <= set(SETTINGS), row.id
     # A reason is recorded for every setting that decides memory (gpus comes with the card).

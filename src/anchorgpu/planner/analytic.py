@@ -59,6 +59,9 @@ ADAM8BIT_MIN_NUMEL = 4096
 PAGED_MIN_NUMEL = 100_000  # bitsandbytes pages the state of tensors this large or larger
 
 QUANT_STATE = "4-bit quantisation state (bitsandbytes; whole on every device)"
+PREFETCHED = "FSDP: the next layer gathered (prefetched)"
+OFFLOAD_COPY = "FSDP: the shard copied to the device for its all-gather (CPU offload)"
+OFFLOAD_COPY_ROOT = "FSDP: the root's shard copied to the device for its all-gather (CPU offload)"
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "temporaries", "reserve")
 
 
@@ -315,7 +318,8 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         dequant = max(p.tensor.numel for p in placed if p.tensor.is_linear_weight) * compute
 
     gathered_root = gathered_layer = grads_head_full = grads_root_end = 0.0
-    grads_layer_unsharded = reduce_layer = 0.0
+    grads_layer_unsharded = reduce_layer = offload_copy_root = offload_copy_layer = 0.0
+    fsdp1 = fsdp and setup.fsdp_version == 1
     if fsdp:
         # What FSDP2 (``fully_shard`` on each decoder layer, then the root) holds, as the simulation measures it.
         # bf16_mixed runs FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): trainable weights
@@ -336,6 +340,11 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
                              for p in root if p.trainable)
         grads_layer_unsharded = sum(_layer_share(p, spec) * gathered(p) for p in trainable)
         reduce_layer = sum(_layer_share(p, spec) * reduced(p) for p in trainable)
+        if setup.offload == "optimizer_and_params":
+            # Offloaded, each unit's shard is copied to the device for its all-gather and dropped after it: FSDP1
+            # ``FlatParamHandle.pre_unshard`` (``flat_param_to(device)``), FSDP2 ``FSDPParam.all_gather_inputs``
+            # (``sharded_param_data.to(device)``); see ``_fsdp_streams`` for where.
+            offload_copy_root, offload_copy_layer = gathered_root / n, gathered_layer / n
 
     embedding_grad = 0.0
     if spec.tie_word_embeddings and setup.method == "full":  # the lookup's grad, before it joins the head's
@@ -401,8 +410,9 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         phase = weighed(name).add("weights", "bf16 autocast copies", copies_all)
         phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
         # FSDP2 frees a forward all-gather's flat buffer only at the next forward all-gather: the last layer's
-        # stays until the next step.
-        phase.add("weights", "FSDP: the last layer's all-gather buffer", gathered_layer)
+        # stays until the next step. FSDP1 gathers into the flat parameter itself (no buffer) and frees a
+        # layer's after its forward (``_post_forward_reshard``; the root's is kept for the backward).
+        phase.add("weights", "FSDP: the last layer's all-gather buffer", 0 if fsdp1 else gathered_layer)
         add_optimizer(phase)
         for part in stored_acts:
             phase.add(*part)
@@ -427,11 +437,16 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
             phases.append(add_state(phase, name.startswith("backward")))
 
     if fsdp:
-        # The first layer's forward: the root's all-gather buffer is still held (freed after the next copy-out)
-        # while the first layer is gathered into its buffer and copied out; few activations exist yet.
+        # The first layer's forward: under FSDP2 the root's all-gather buffer is still held (freed after the next
+        # copy-out) while the first layer is gathered into its buffer and copied out; few activations exist yet.
+        # FSDP1 has no buffers: the root and the first layer are gathered into their flat parameters.
         first = weighed("forward, first layer")
-        first.add("weights", "FSDP: gathered embedding and head, and their all-gather buffer", 2 * gathered_root)
-        first.add("weights", "FSDP: the first layer gathered, and its all-gather buffer", 2 * gathered_layer)
+        first.add("weights", "FSDP: gathered embedding and head", gathered_root)
+        first.add("weights", "FSDP: the root's all-gather buffer", 0 if fsdp1 else gathered_root)
+        first.add("weights", "FSDP: the first layer gathered", gathered_layer)
+        first.add("weights", "FSDP: the first layer's all-gather buffer", 0 if fsdp1 else gathered_layer)
+        first.add("weights", OFFLOAD_COPY_ROOT, offload_copy_root)
+        first.add("weights", OFFLOAD_COPY, offload_copy_layer)
         add_optimizer(first)
         first.add("activations", "RoPE tables, masks", model - profile.head * tokens)
         phases.insert(0, add_state(first, False))
@@ -444,7 +459,11 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         phase = weighed(name)
         phase.add("weights", "bf16 autocast copies", copies_backward)
         phase.add("weights", "FSDP: gathered embedding and head", gathered_root)
-        phase.add("weights", "FSDP: two gathered layers", 2 * gathered_layer)
+        # The layer running and the one prefetched for the backward (FSDP2: its all-gather buffer until its
+        # copy-out; FSDP1, BACKWARD_PRE: its flat parameter), with its shard on the device when offloaded.
+        phase.add("weights", "FSDP: this layer gathered", gathered_layer)
+        phase.add("weights", PREFETCHED, gathered_layer)
+        phase.add("weights", OFFLOAD_COPY, offload_copy_layer)
         if fsdp:
             phase.add("gradients", "FSDP: unsharded head grads", grads_head_full)
             phase.add("gradients", "FSDP: this layer's unsharded grads", grads_layer_unsharded)
@@ -499,6 +518,7 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
     notes = _notes(spec, setup, dtypes, reserve) + other_peaks.warnings(others, math.ceil(peak.live))
     moments = [p.parts for p in phases] if reserve.allocator else None
     before = _load_states(spec, setup, placed, sizes, reserve.load_cache) if moments is not None else []
+    streams = _fsdp_streams(setup) if fsdp else {}
     step = None
     if moments is not None and setup.grad_accumulation > 1:
         # The first micro-batch of each step runs with no gradients yet and allocates them during its backward:
@@ -506,12 +526,13 @@ def estimate(spec: ModelSpec, setup: TrainingSetup, reserve: Reserve = Reserve()
         # without accumulation does.
         first = estimate(spec, setup.replace(grad_accumulation=1), reserve, coefficients).step
         live = sum(math.ceil(b) for _c, _w, b in peak.parts if b)
-        step = device_memory.step_peaks(moments, sizes, n, live=live, before=before)
+        step = device_memory.step_peaks(moments, sizes, n, live=live, before=before, streams=streams)
         if first is not None and first.modelled:
             step = dataclasses.replace(step, allocated=max(step.allocated, first.allocated),
                                        reserved=max(step.reserved, first.reserved))
     return with_reserve(peak.parts, peak.name, tuple((p.name, math.ceil(p.live)) for p in phases),
-                        moments, sizes, n, reserve, notes, step=step, other=others, before=before)
+                        moments, sizes, n, reserve, notes, step=step, other=others, before=before,
+                        streams=streams)
 
 
 def _zero_resting(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], state, resting, compute: int):
@@ -540,19 +561,21 @@ def _zero_resting(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], 
 
 def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments, sizes, gpus: int,
                  reserve: Reserve, notes: tuple[str, ...],
-                 step: device_memory.StepPeaks | None = None, other: tuple = (), before=()) -> Breakdown:
+                 step: device_memory.StepPeaks | None = None, other: tuple = (), before=(), streams=None
+                 ) -> Breakdown:
     """The ``Breakdown`` of live ``parts`` (at the peak ``phase``) with the reserve up to ``device_used_bytes``.
 
     ``moments``: the parts alive at each moment of the step, in order, replayed through the allocator model
     with ``sizes`` (``device_memory.TensorSizes``); None: no allocator model (allocated = reserved = live),
-    unless ``step`` gives the allocator's peaks already.
+    unless ``step`` gives the allocator's peaks already. ``streams``: (component, what) -> the CUDA stream
+    that part is allocated on (``_fsdp_streams``); None: every part on the compute stream.
     """
     live_parts = tuple((c, w, math.ceil(b)) for c, w, b in parts if b)
     live = sum(b for _c, _w, b in live_parts)
     if step is not None:
         pass
     elif moments is not None and sizes is not None:
-        step = device_memory.step_peaks(moments, sizes, gpus, live=live, before=before)
+        step = device_memory.step_peaks(moments, sizes, gpus, live=live, before=before, streams=streams)
     else:
         step = device_memory.StepPeaks(live=live, allocated=live, reserved=live, gpus=gpus, modelled=False)
     measured = device_memory.measures(step, None, context=reserve.cuda_context, nccl=reserve.nccl_buffers,
@@ -561,6 +584,69 @@ def with_reserve(parts, phase: str, phases: tuple[tuple[str, int], ...], moments
     totals = {name: sum(b for c, _w, b in all_parts if c == name) for name in COMPONENTS}
     return Breakdown(**totals, phase=phase, parts=all_parts, phases=phases, notes=notes, step=step,
                      reserve_with=reserve, other_peaks=other)
+
+
+def _fsdp_streams(setup: TrainingSetup) -> dict[tuple[str, str], str]:
+    """The CUDA stream each of FSDP's parts is allocated on, as PyTorch does it; every other part is on the
+    compute (current) stream. PyTorch's caching allocator never hands a block freed on one stream to a
+    request on another (``device_memory.AllocatorModel``), so these parts keep segments of their own.
+
+    FSDP2 (``fully_shard``; pytorch/pytorch ``torch/distributed/fsdp/_fully_shard/``, read at
+    ``_fsdp_collectives.py`` and ``_fsdp_param.py`` 010ae4a8, ``_fsdp_param_group.py`` 002a76fb):
+
+    * ``FSDPCommContext.get_all_gather_streams``: in the forward and pre-backward (implicit prefetching, the
+      default ``unshard_async_op=False``) the all-gather runs on ``all_gather_copy_in_stream`` and
+      ``all_gather_stream``; ``foreach_all_gather`` allocates the all-gather output (and the inputs copied into
+      it, with CPU offload the shard's ``.to(device)`` from ``FSDPParam.all_gather_inputs``) under the copy-in
+      stream: the all-gather buffers, the prefetched layer (a buffer until its copy-out) and the offloaded
+      shard's copy are on ``"fsdp2 all-gather copy-in"``.
+    * ``FSDPParamGroup.wait_for_unshard`` runs ``foreach_all_gather_copy_out`` on the current stream:
+      ``FSDPParam.alloc_all_gather_outputs`` makes the unsharded parameters on the compute stream.
+    * ``foreach_reduce`` allocates the reduce-scatter input on the current stream (before it enters the
+      reduce-scatter stream) and the reduce-scatter output under ``reduce_scatter_stream``; the sharded
+      gradient is a view of that output (or of its cast, on the same stream) and stays the parameter's
+      ``.grad`` until the optimizer step: the sharded gradients are on ``"fsdp2 reduce-scatter"``.
+
+    FSDP1 (``FullyShardedDataParallel``; ``torch/distributed/fsdp/_runtime_utils.py`` at 00ae0bc9,
+    ``_flat_param.py`` at 01caf79e):
+
+    * ``_init_streams``: "Stream for unshard logic, including allocating the all-gather destination tensors
+      and the all-gathers themselves"; ``_unshard`` calls ``handle.unshard()`` under
+      ``torch.cuda.stream(unshard_stream)``, and ``FlatParamHandle.unshard`` allocates the padded unsharded
+      flat parameter (``_alloc_padded_unsharded_flat_param``) and all-gathers into it: the gathered root and
+      layers are on ``"fsdp1 unshard"``. ``_free_unsharded_flat_param`` records the current stream on it and
+      frees it: it goes back to the unshard stream's pool.
+    * ``_unshard`` runs ``handle.pre_unshard()`` under ``pre_unshard_stream`` ("allocations and writes for
+      CPU offloading (H2D copy) and mixed precision (low precision cast)"): the offloaded shard's copy
+      (``flat_param_to(device)``) is on ``"fsdp1 pre-unshard"``; ``_all_gather_flat_param`` records the
+      unshard stream on it. (The low-precision shard ``_mp_shard`` exists only when the parameter dtype
+      differs from the stored one, which the planner's precisions do not make for FSDP1's flat parameters.)
+    * ``_post_backward_hook`` reduce-scatters under ``torch.cuda.stream(post_backward)``, where
+      ``new_sharded_grad = torch.empty_like(chunks[0])`` is the sharded gradient kept in
+      ``_saved_grad_shard`` until the optimizer: on ``"fsdp1 post-backward"``. The unsharded gradient is
+      autograd's, on the compute stream (recorded on the post-backward stream, so freed after the
+      reduce-scatter).
+    """
+    if setup.fsdp_version == 1:
+        gathered, copy, grads = "fsdp1 unshard", "fsdp1 pre-unshard", "fsdp1 post-backward"
+        unsharded = gathered
+    else:
+        gathered, copy, grads = "fsdp2 all-gather copy-in", "fsdp2 all-gather copy-in", "fsdp2 reduce-scatter"
+        unsharded = device_memory.COMPUTE
+    streams = {
+        ("weights", "FSDP: gathered embedding and head"): unsharded,
+        ("weights", "FSDP: the first layer gathered"): unsharded,
+        ("weights", "FSDP: this layer gathered"): unsharded,
+        ("weights", "FSDP: the root's all-gather buffer"): gathered,
+        ("weights", "FSDP: the first layer's all-gather buffer"): gathered,
+        ("weights", "FSDP: the last layer's all-gather buffer"): gathered,
+        ("weights", PREFETCHED): gathered,
+        ("weights", OFFLOAD_COPY): copy,
+        ("weights", OFFLOAD_COPY_ROOT): copy,
+        ("gradients", "sharded grads of the later layer"): grads,
+        ("gradients", "all"): grads,
+    }
+    return {key: stream for key, stream in streams.items() if stream != device_memory.COMPUTE}
 
 
 def _tensor_sizes(spec: ModelSpec, setup: TrainingSetup, placed: list[_Placed], shards: int
@@ -713,9 +799,12 @@ def _notes(spec: ModelSpec, setup: TrainingSetup, dtypes, reserve: Reserve) -> t
         _reserve_note(setup, reserve),
     ]
     if setup.parallel == "fsdp":
-        notes.append(f"FSDP2 (full shard, each decoder layer then the root) over {setup.gpus}: weights, gradients "
+        api = "FSDP1 (FullyShardedDataParallel" if setup.fsdp_version == 1 else "FSDP2 (fully_shard"
+        notes.append(f"{api}, full shard, each decoder layer then the root) over {setup.gpus}: weights, gradients "
                      f"and optimizer state divided by {setup.gpus}, plus the gathered root (embedding and head) "
-                     "and up to two decoder layers gathered at a time (the one running and the one prefetched)"
+                     "and up to two decoder layers gathered at a time (the one running and the one prefetched), "
+                     "gathered and reduced on FSDP's own CUDA streams, whose cached blocks the computation cannot "
+                     "reuse"
                      + ("; bf16 mixed runs as FSDP's mixed-precision policy (bf16 parameters gathered, fp32 "
                         "gradient reduction) rather than autocast." if setup.precision == "bf16_mixed" else "."))
     if spec.attention == "eager":

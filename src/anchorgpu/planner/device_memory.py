@@ -54,41 +54,59 @@ def segment_size(rounded: int) -> int:
     return ROUND_LARGE * math.ceil(rounded / ROUND_LARGE)
 
 
+COMPUTE = "compute"  # the stream a request is on unless said otherwise: the current (default) stream
+
+
 class AllocatorModel:
-    """PyTorch's caching allocator on one stream, without ``expandable_segments`` or ``max_split_size``.
+    """PyTorch's caching allocator, per stream, without ``expandable_segments`` or ``max_split_size``.
 
     Best fit among the cached free blocks of the request's pool (small:
-    rounded size <= 1 MiB; large: the rest); a block is split when what
+    rounded size <= 1 MiB; large: the rest) **on the request's stream**; a block is split when what
     remains is at least 512 bytes (small pool) or more than 1 MiB (large
     pool), otherwise the whole block is handed out and counted as allocated;
     a freed block merges with free neighbours of its segment. Segments are
     never given back (no ``empty_cache``; the real allocator frees cached
     segments only when a cudaMalloc fails, which the planner counts as not
     fitting).
+
+    Streams (pytorch/pytorch@001074d2 ``c10/cuda/CUDACachingAllocator.cpp``): "Allocations are associated
+    with a stream. Once freed, blocks can be re-allocated on the same stream, but not on any other stream"
+    (the header). Each ``Block`` keeps its "allocation stream" (``Block::stream``) and the free-block search
+    key is built from ``(device, stream, size)`` (the search-key constructor), so a segment cudaMalloc'd
+    for one stream, and every block split from it, serves that stream only. ``recordStream`` does not change
+    the owner: it adds the stream to ``stream_uses``, and ``free`` then defers the block's return
+    (``insert_events``; ``process_events`` hands it to ``free_block`` once the events have completed) to the
+    pool of its own allocation stream. The model frees at the moment a tensor is gone (the deferral is shorter
+    than the model's moments) and always into the block's own stream's pool. With one stream (every
+    request on ``COMPUTE``) it is the one-stream model it was before.
     """
 
     def __init__(self) -> None:
-        self._free: dict[bool, list[tuple[int, int, int]]] = {True: [], False: []}  # small -> [(size, seg, off)]
-        self._small: list[bool] = []  # per segment: in the small pool
+        # (stream, small) -> the sorted free blocks [(size, segment, offset)] of that stream's pool
+        self._free: dict[tuple[str, bool], list[tuple[int, int, int]]] = {}
+        self._pool: list[tuple[str, bool]] = []  # per segment: (its stream, in the small pool)
         self._offsets: list[list[int]] = []  # per segment: the sorted offsets of its blocks
         self._blocks: list[dict[int, list]] = []  # per segment: offset -> [size, allocated]
         self.allocated = self.reserved = self.allocated_peak = 0
+        self.reserved_by_stream: dict[str, int] = {}
         self.trace: list[int] = []  # reserved bytes after each state of a replay
 
-    def malloc(self, nbytes: int) -> tuple[int, int]:
-        """Hands out a block for a request of ``nbytes``; returns its handle."""
+    def malloc(self, nbytes: int, stream: str = COMPUTE) -> tuple[int, int]:
+        """Hands out a block on ``stream`` for a request of ``nbytes``; returns its handle."""
         size = round_size(nbytes)
         small = size <= SMALL_SIZE
-        free = self._free[small]
+        pool = (stream, small)
+        free = self._free.setdefault(pool, [])
         i = bisect.bisect_left(free, (size, -1, -1))
         if i < len(free):
             block_size, segment, offset = free.pop(i)
         else:
-            block_size, segment, offset = segment_size(size), len(self._small), 0
-            self._small.append(small)
+            block_size, segment, offset = segment_size(size), len(self._pool), 0
+            self._pool.append(pool)
             self._offsets.append([0])
             self._blocks.append({0: [block_size, False]})
             self.reserved += block_size
+            self.reserved_by_stream[stream] = self.reserved_by_stream.get(stream, 0) + block_size
         remaining = block_size - size
         if (remaining >= MIN_BLOCK) if small else (remaining > SMALL_SIZE):
             self._blocks[segment][offset + size] = [remaining, False]
@@ -101,9 +119,9 @@ class AllocatorModel:
         return segment, offset
 
     def free(self, handle: tuple[int, int]) -> None:
-        """Returns a block to the cache, merged with the free blocks next to it in its segment."""
+        """Returns a block to its own stream's cache, merged with the free blocks next to it in its segment."""
         segment, offset = handle
-        blocks, offsets, free = self._blocks[segment], self._offsets[segment], self._free[self._small[segment]]
+        blocks, offsets, free = self._blocks[segment], self._offsets[segment], self._free[self._pool[segment]]
         size = blocks[offset][0]
         self.allocated -= size
         after = blocks.get(offset + size)
@@ -126,7 +144,8 @@ class AllocatorModel:
 
 
 def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2,
-           before: Sequence[Mapping[str, Sequence[int]]] = ()) -> tuple[int, int]:
+           before: Sequence[Mapping[str, Sequence[int]]] = (), streams: Mapping[str, str] | None = None
+           ) -> tuple[int, int]:
     """``(allocated peak, reserved peak)`` of a step that goes through ``states`` in order, ``passes`` times.
 
     A state maps a name (what the tensors are) to the request sizes of the
@@ -140,8 +159,12 @@ def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2,
     ``before``: states gone through once first (loading and wrapping the model, ``load_cache``), without
     emptying the cache after them; the allocated peak is counted from the step on (as
     ``torch.cuda.reset_peak_memory_stats`` does), the reserved one includes what they left cached.
+
+    ``streams``: name -> the stream its tensors are allocated on (``AllocatorModel``); a name not listed is on
+    ``COMPUTE``. None or empty: one stream, as before.
     """
     model = AllocatorModel()
+    on = streams or {}
     wanted_states = [{name: Counter(sizes) for name, sizes in state.items()} for state in states]
     loading = [{name: Counter(sizes) for name, sizes in state.items()} for state in before]
     held: dict[str, tuple[Counter, dict[int, list[tuple[int, int]]]]] = {}
@@ -170,7 +193,7 @@ def replay(states: Sequence[Mapping[str, Sequence[int]]], passes: int = 2,
                 for size, count in want.items():
                     got = handles.setdefault(size, [])
                     while len(got) < count:
-                        got.append(model.malloc(size))
+                        got.append(model.malloc(size, on.get(name, COMPUTE)))
                         have[size] += 1
             model.trace.append(model.reserved)
     return model.allocated_peak, model.reserved
@@ -240,7 +263,8 @@ class StepPeaks:
 
 
 def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: TensorSizes, gpus: int,
-               live: int | None = None, before: Sequence[Mapping[str, Sequence[int]]] = ()) -> StepPeaks:
+               live: int | None = None, before: Sequence[Mapping[str, Sequence[int]]] = (),
+               streams: Mapping[tuple[str, str], str] | None = None) -> StepPeaks:
     """Replays ``phases`` (each the parts alive at one moment of the step, in order) through ``AllocatorModel``.
 
     Two terms, both modelled: each tensor's rounding to 512-byte blocks, at the moment of the live peak
@@ -250,6 +274,8 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
     fragmentation where a later request does not fit in it). The resolution is the moments of the step and
     one block per layer and part: inside a layer the order of requests is not replayed. ``before``: the
     states of loading and wrapping the model the step starts after (``replay``; ``load_cache``).
+    ``streams``: (component, what) -> the stream that part's tensors are allocated on (``AllocatorModel``);
+    parts not listed are on the compute stream.
     """
     if live is None:
         live = max((math.ceil(sum(a for _c, _w, a in parts)) for parts in phases), default=0)
@@ -267,7 +293,9 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
             peak_rounding = sum(sizes.rounding(c, w, a) for c, w, a in parts)
     loading = tuple(tuple(sorted((name, tuple(sorted(Counter(v).items()))) for name, v in state.items()))
                     for state in before)
-    allocated, reserved = _replay_cached(tuple(states), loading)
+    on = tuple(sorted((f"{component}: {what}", stream) for (component, what), stream in (streams or {}).items()
+                      if stream != COMPUTE))
+    allocated, reserved = _replay_cached(tuple(states), loading, on)
     replay_live = max((sum(size * count for _name, items in state for size, count in items) for state in states),
                       default=0)
     allocated_over = peak_rounding + max(0, allocated - replay_live)
@@ -278,15 +306,15 @@ def step_peaks(phases: Sequence[Sequence[tuple[str, str, float]]], sizes: Tensor
 _CACHE: dict = {}
 
 
-def _replay_cached(key, loading=()) -> tuple[int, int]:
+def _replay_cached(key, loading=(), streams=()) -> tuple[int, int]:
     def unpack(states):
         return [{name: [size for size, count in items for _ in range(count)] for name, items in state}
                 for state in states]
-    if (key, loading) not in _CACHE:
+    if (key, loading, streams) not in _CACHE:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        _CACHE[key, loading] = replay(unpack(key), before=unpack(loading))
-    return _CACHE[key, loading]
+        _CACHE[key, loading, streams] = replay(unpack(key), before=unpack(loading), streams=dict(streams))
+    return _CACHE[key, loading, streams]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ ATTENTION = ("auto", "eager", "sdpa", "flash_attention_2", "flash_attention_3")
 FLASH = ("flash_attention_2", "flash_attention_3")
 CROSS_ENTROPY = ("standard", "chunked", "fused_linear")
 OFFLOAD = ("none", "optimizer", "optimizer_and_params")
+FSDP_VERSIONS = (1, 2)  # 2: fully_shard (FSDP2, per-parameter DTensor shards); 1: FullyShardedDataParallel
 DEFAULT_LORA_TARGETS: tuple[str, ...] = ATTENTION_MODULES
 # LoRA targets outside the decoder layers' linear modules (peft wraps them as Linear and Embedding), and the
 # experts of a mixture-of-experts layer.
@@ -83,6 +84,11 @@ class TrainingSetup:
     ``prepare_kbit_training``: QLoRA only, peft's ``prepare_model_for_kbit_training``
     as most single-GPU QLoRA scripts call it: every weight not in 4 bits (embeddings,
     head, norms) cast to fp32, trained under autocast (bf16_mixed).
+    ``fsdp_version``: with ``parallel="fsdp"``, which FSDP runs: ``2`` (the default: ``fully_shard``, FSDP2)
+    or ``1`` (the ``FullyShardedDataParallel`` wrapper, flat parameters, FULL_SHARD with BACKWARD_PRE
+    prefetch). They differ in where the gathered weights live (FSDP1 all-gathers straight into the flat
+    parameter, FSDP2 into a buffer it then copies out) and on which CUDA streams the allocator serves them
+    (``analytic._fsdp_streams``). Only FSDP reads it.
     """
 
     method: str = "full"
@@ -107,6 +113,7 @@ class TrainingSetup:
     quantize_lm_head: bool = False
     double_quant: bool = True
     prepare_kbit_training: bool = False
+    fsdp_version: int = 2
 
     def __post_init__(self):
         object.__setattr__(self, "lora_targets", _targets(self.lora_targets))
@@ -180,6 +187,9 @@ class TrainingSetup:
             raise PlannerInputError("attention", gettext_noop("%(model)s soft-caps its attention scores, which "
                                                               "SDPA cannot do; choose eager or "
                                                               "flash_attention_2."), model=spec.label)
+        if isinstance(self.fsdp_version, bool) or self.fsdp_version not in FSDP_VERSIONS:
+            raise PlannerInputError("fsdp_version", gettext_noop("“%(value)s” is not one of %(allowed)s."),
+                                    value=self.fsdp_version, allowed=", ".join(map(str, FSDP_VERSIONS)))
         if self.offload == "optimizer_and_params" and self.parallel not in {"fsdp", "zero3"}:
             raise PlannerInputError("offload", gettext_noop("parameters are offloaded to the CPU only when they "
                                                             "are sharded: choose fsdp (CPUOffloadPolicy) or zero3 "
