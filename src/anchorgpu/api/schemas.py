@@ -93,7 +93,10 @@ class OrderRequest(Schema):
     company: Text = documented(**_form_limit("company"))
     country: Text = documented("ISO 3166-1 alpha-2 code.", minLength=2, maxLength=2, pattern="^[A-Z]{2}$")
     billing_address: Text = documented(**_form_limit("billing_address"))
-    vat_id: Text = documented("With its country prefix, e.g. PT123456789.", **_form_limit("vat_id"))
+    vat_id: Text = documented("With its country prefix, e.g. PT123456789 (its form is checked, not the EU's VIES "
+                              "register); only with business.", **_form_limit("vat_id"))
+    business: Flag = documented("Bought for a business (then company is required). An EU business in another "
+                                "member state than the seller's, with its VAT id, is invoiced under reverse charge.")
     ssh_keys: lines_type(MAX_KEYS_TEXT) = documented()
     saved_keys: Slugs = Field(default=None, json_schema_extra={
         "items": {"type": "string", "minLength": 1, "maxLength": 80,

@@ -73,6 +73,10 @@ class Order(models.Model):
     country = CountryField(_("country"))
     billing_address = models.TextField(_("billing address"), max_length=500, blank=True)
     vat_id = models.CharField(_("VAT id"), max_length=20, blank=True)
+    business = models.BooleanField(_("business customer"), default=False)
+    # The VAT treatment decided at checkout under the operator's rules (``billing.tax.Decision.as_data``); the
+    # invoice computes its VAT from it. Empty: an order placed before VAT was decided at checkout.
+    tax = models.JSONField(_("VAT treatment"), default=dict, blank=True)
 
     claimed_txid = models.CharField(_("transaction id given by the customer"), max_length=80, blank=True)
     claimed_at = models.DateTimeField(_("“I've paid” pressed"), null=True, blank=True)
