@@ -156,6 +156,9 @@ def test_the_admin_refunds_an_active_order_with_a_written_request(admin_client, 
     data = {"scope": "whole", "address": WRITTEN_ADDRESS, "amount": str(order.quote.amount), "network_fee": "0",
             "rate_choice": "quote", "rate": "", "txid": "cd" * 32, "reason": "host fault", "customer_request": "",
             "customer_reason": "not_delivered"}
+    response = admin_client.post(url, {**data, "customer_request": "ticket 4411, 1 Dec", "customer_reason": ""})
+    assert response.status_code == 200  # the credit note's reason for the customer is the operator's to give
+    assert "Choose the reason the credit note gives the customer." in response.content.decode()
     response = admin_client.post(url, data)
     assert response.status_code == 200 and "written request" in response.content.decode()
     response = admin_client.post(url, {**data, "customer_request": "ticket 4411, 1 Dec"})

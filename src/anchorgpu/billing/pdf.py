@@ -125,7 +125,7 @@ class _Page(FPDF):
 
     def pair(self, label: str, value: str) -> None:
         self.font(10, bold=True)
-        self.cell(48, 5.6, self.clean(label))
+        self.cell(54, 5.6, self.clean(label))
         self.font(10)
         self.multi_cell(0, 5.6, self.clean(value), align="L", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
 

@@ -39,7 +39,8 @@ from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
 
-_ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
+_ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409, "vat_not_set_up": 400,
+                 "bad_vat_id": 400, "bad_company": 400}
 
 
 def _own_order(request, reference: str) -> Order:
