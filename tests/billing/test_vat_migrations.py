@@ -50,3 +50,20 @@ def test_orders_0010_keeps_the_database_checks_both_ways():
     shop.load_shop()  # and the shop still works on the rebuilt table
     order = shop.place(shop.customer())
     assert order.tax["treatment"] == "not_registered"
+
+
+ORDERS_0010 = importlib.import_module("anchorgpu.orders.migrations.0010_order_business_and_tax")
+
+
+@pytest.mark.django_db
+def test_orders_and_invoices_with_a_vat_id_were_a_business(alice):
+    order = paid_order(alice)  # the conftest's customer gives a VAT id
+    private = paid_order(alice, vat_id="", company="")
+    Order = apps.get_model("orders", "Order")
+    Order.objects.update(business=False)  # as before 0010
+    order.invoice.__class__.objects.update(business=False)
+    ORDERS_0010._vat_id_meant_business(apps, None)
+    BILLING_0003._vat_id_meant_business(apps, None)
+    assert dict(Order.objects.values_list("pk", "business")) == {order.pk: True, private.pk: False}
+    assert dict(order.invoice.__class__.objects.values_list("order_id", "business")) == {order.pk: True,
+                                                                                         private.pk: False}

@@ -16,6 +16,10 @@ def _keep_printed_reasons(apps, schema_editor):
         note.save(update_fields=["customer_reason", "customer_reason_text"])
 
 
+def _vat_id_meant_business(apps, schema_editor):
+    apps.get_model("billing", "Invoice").objects.exclude(vat_id="").update(business=True)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -114,4 +118,5 @@ class Migration(migrations.Migration):
             field=models.TextField(verbose_name='internal note'),
         ),
         migrations.RunPython(_keep_printed_reasons, migrations.RunPython.noop),
+        migrations.RunPython(_vat_id_meant_business, migrations.RunPython.noop),
     ]

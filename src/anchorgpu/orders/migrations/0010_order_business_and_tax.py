@@ -2,7 +2,7 @@
 
 SQLite adds these columns by rebuilding the orders table, which drops the triggers of 0008 on it and is
 refused while the bookings' trigger names the table: those triggers are taken down first and put back after,
-the same statements as 0008's. PostgreSQL adds the columns in place and keeps its triggers."""
+the same statements as 0008's. PostgreSQL adds the columns in place and keeps its triggers. Orders placed with a VAT id were a business's."""
 
 import importlib
 
@@ -17,6 +17,11 @@ def _sqlite(statements):
             for sql in statements:
                 schema_editor.execute(sql, params=None)
     return run
+
+
+def _vat_id_meant_business(apps, schema_editor):
+    """Before the flag, a VAT id was given only for a business purchase: those orders are a business's."""
+    apps.get_model("orders", "Order").objects.exclude(vat_id="").update(business=True)
 
 
 class Migration(migrations.Migration):
@@ -38,4 +43,5 @@ class Migration(migrations.Migration):
             field=models.JSONField(blank=True, default=dict, verbose_name='VAT treatment'),
         ),
         migrations.RunPython(_sqlite(_LIVE_BOOKING.SQLITE_UP), _sqlite(_LIVE_BOOKING.SQLITE_DOWN)),
+        migrations.RunPython(_vat_id_meant_business, migrations.RunPython.noop),
     ]
