@@ -175,3 +175,18 @@ def test_operators_edit_rates_in_the_admin_and_each_change_is_audited(client, re
     assert actions == [("ops", "vat_rate_add", Decimal(19), None), ("ops", "vat_rate_change", Decimal(21), "19.00")]
     client.force_login(registered)
     assert client.get(reverse("admin:billing_vatrate_changelist")).status_code == 302
+
+
+def test_the_order_page_says_what_vat_the_total_holds(client, registered):
+    from anchorgpu.billing.tax import tax_inside
+    from anchorgpu.formats import display
+
+    client.force_login(registered)
+    private = shop.place(registered)  # Portugal, the seller's country: 23 %
+    business = shop.place(registered, country="FR", business=True, company="Exemple SAS", vat_id="FR40303265045")
+    with translation.override("en"):
+        page = client.get(reverse("order", kwargs={"reference": private.reference})).content.decode()
+        vat = display.money(tax_inside(private.fiat_total, Decimal(23), private.currency), private.currency)
+        assert f"Includes VAT 23% (Portugal): {vat}" in page
+        page = client.get(reverse("order", kwargs={"reference": business.reference})).content.decode()
+        assert "Reverse charge — VAT to be accounted for by the recipient" in page

@@ -34,7 +34,7 @@ from fpdf.enums import XPos, YPos
 from anchorgpu.formats import display
 from anchorgpu.orders.lines import invoice_line_label
 
-from . import tax
+from . import tax, words
 from .models import CreditNote, Invoice
 from .seller import Seller, address_lines
 
@@ -196,28 +196,12 @@ def _top(pdf: _Page, title: str, seller: Seller) -> None:
     pdf.set_y(max(pdf.get_y(), 16 + 8 + 4.4 * len(lines)) + 6)
 
 
-def _rate(rate) -> str:
-    rate = Decimal(rate).normalize()
-    return display.percent(rate, max(0, -rate.as_tuple().exponent))
-
-
 def _mention(invoice: Invoice) -> str:
-    """The sentence the invoice's VAT treatment requires, in the active language ("" for VAT charged)."""
-    match invoice.tax_treatment:
-        case tax.Treatment.REVERSE_CHARGE:
-            return _("Reverse charge — VAT to be accounted for by the recipient (Art. 196 Council Directive "
-                     "2006/112/EC).")
-        case tax.Treatment.OUTSIDE_EU:
-            return _("VAT not applicable: the place of supply is outside the EU.")
-        case tax.Treatment.NOT_REGISTERED:
-            return _("No VAT charged: the seller is not registered for VAT.")
-    return ""
+    return words.mention(invoice.tax_treatment)
 
 
 def _vat_label(invoice: Invoice) -> str:
-    if invoice.tax_treatment == tax.Treatment.STANDARD:
-        return _("VAT %(rate)s (%(country)s)") % {"rate": _rate(invoice.tax_rate), "country": invoice.tax_country.name}
-    return _("VAT %(rate)s") % {"rate": _rate(0)}
+    return words.vat_label(invoice.tax_treatment, invoice.tax_rate, str(invoice.tax_country))
 
 
 def _term(item) -> str:
