@@ -190,3 +190,17 @@ def test_the_order_page_says_what_vat_the_total_holds(client, registered):
         assert f"Includes VAT 23% (Portugal): {vat}" in page
         page = client.get(reverse("order", kwargs={"reference": business.reference})).content.decode()
         assert "Reverse charge — VAT to be accounted for by the recipient" in page
+
+
+def test_the_api_order_states_its_vat(client, registered):
+    _token, secret = api_token_create(user=registered, name="test")
+    api = Api(client, secret)
+    response = api.post(reverse("api-orders"), order_body(), key="v1")  # Portugal, the seller's country
+    assert response.status_code == 201, response.content
+    vat = response.json()["vat"]
+    order = Order.objects.get()
+    assert vat["treatment"] == "standard" and Decimal(vat["rate"]) == 23 and vat["country"] == "PT"
+    assert Decimal(vat["amount"]) == (order.fiat_total * 23 / 123).quantize(Decimal("0.01"))
+    assert vat["note"].startswith("Includes VAT 23%")
+    Order.objects.update(tax={})  # placed before VAT was stated
+    assert api.get(reverse("api-order", kwargs={"reference": order.reference})).json()["vat"] is None
