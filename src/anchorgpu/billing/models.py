@@ -10,6 +10,11 @@ from anchorgpu.payments.fields import BaseUnitsField
 
 from .tax import Treatment
 
+TREATMENT_CHOICES = [(Treatment.STANDARD.value, _("VAT charged")),
+                     (Treatment.REVERSE_CHARGE.value, _("reverse charge")),
+                     (Treatment.OUTSIDE_EU.value, _("outside the EU")),
+                     (Treatment.NOT_REGISTERED.value, _("seller not registered for VAT"))]
+
 
 class VatRate(models.Model):
     """The operator's VAT rate for customers in one country (``billing.tax`` says when it applies). Changing
@@ -69,7 +74,7 @@ class Invoice(models.Model):
     # The VAT, decided at checkout (``billing.tax``) and computed once here; blank treatment: an invoice issued
     # before VAT was stated (its total is all there is).
     tax_treatment = models.CharField(_("VAT treatment"), max_length=16, blank=True,
-                                     choices=[(t.value, t.value) for t in Treatment])
+                                     choices=TREATMENT_CHOICES)
     tax_rate = models.DecimalField(_("VAT rate (%)"), max_digits=5, decimal_places=2, default=0)
     tax_country = CountryField(_("VAT country"), blank=True)
     net_total = models.DecimalField(_("total excluding VAT"), max_digits=14, decimal_places=2, null=True,

@@ -95,7 +95,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='invoice',
             name='tax_treatment',
-            field=models.CharField(blank=True, choices=[('standard', 'standard'), ('reverse_charge', 'reverse_charge'), ('outside_eu', 'outside_eu'), ('not_registered', 'not_registered')], max_length=16, verbose_name='VAT treatment'),
+            field=models.CharField(blank=True, choices=[('standard', 'VAT charged'), ('reverse_charge', 'reverse charge'), ('outside_eu', 'outside the EU'), ('not_registered', 'seller not registered for VAT')], max_length=16, verbose_name='VAT treatment'),
         ),
         migrations.AddField(
             model_name='invoiceline',
