@@ -247,7 +247,7 @@ def _draw_invoice(invoice: Invoice) -> _Page:
     pdf.font(9.5)
     heads = ((_("Description"), _("Quantity"), _("Unit price excl. VAT"), _("Amount excl. VAT")) if stated else
              (_("Description"), _("Quantity"), _("Unit price"), _("Amount")))
-    with pdf.table(col_widths=(86, 20, 34, 34), text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+    with pdf.table(col_widths=(80, 24, 35, 35), text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
                    borders_layout="HORIZONTAL_LINES", line_height=5.4, padding=1.2) as table:
         head = table.row()
         for text in heads:
@@ -289,7 +289,7 @@ def _totals(pdf: _Page, invoice: Invoice, *, net, vat, total, total_label: str =
     mention = _mention(invoice)
     if mention:
         pdf.ln(1)
-        pdf.text_line(mention, size=9.5, bold=True, h=5)
+        pdf.text_line(mention, size=9.5, h=5)  # regular: the Korean fallback font has no bold
 
 
 def _draw_credit_note(note: CreditNote) -> _Page:
