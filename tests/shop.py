@@ -3,6 +3,7 @@ customer, and orders placed through the real services."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
@@ -35,7 +36,9 @@ def customer(email: str = "alice@example.com", password: str = "correct horse ba
 
 def place(user, *, product: str = "h100-sxm-80gb", quantity: int = 1, term_days: int = 3,
           start: datetime | None = None, asset: str = "btc", environment: str | None = None,
-          options: tuple[str, ...] = (), now: datetime | None = None):
+          options: tuple[str, ...] = (), now: datetime | None = None, **billing):
+    """An order placed through the checkout's service; ``billing`` overrides the customer's details (name,
+    country, company, vat_id, business, billing_address, language)."""
     prod = Product.objects.get(slug=product)
     env_slug = environment or {"cuda": "pytorch-cuda124", "rocm": "pytorch-rocm63",
                                "blackwell": "pytorch-cuda128"}[prod.stack]
@@ -43,6 +46,8 @@ def place(user, *, product: str = "h100-sxm-80gb", quantity: int = 1, term_days:
                        environment=Environment.objects.get(slug=env_slug), asset=Asset.objects.get(code=asset),
                        name="Alice Example", email=user.email, country="PT", ssh_keys=parse_keys(ED25519),
                        options=list(options))
+    if billing:
+        request = replace(request, **billing)
     return order_place(user=user, request=request, now=now)
 
 

@@ -14,7 +14,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from anchorgpu.billing.models import Invoice
+from anchorgpu.billing.models import Invoice, VatRate
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.catalog.models import Option, OptionPrice, PriceList
 from anchorgpu.ops.models import SweepRecord
@@ -55,7 +55,8 @@ def a_working_shop(db):
     shop.pay(order)
     provision_due()
     invoice = Invoice.objects.get(order=order)
-    credit_note_issue(invoice=invoice, amount=Decimal("1.00"), reason="goodwill", actor="operator")
+    credit_note_issue(invoice=invoice, amount=Decimal("1.00"), reason="goodwill", customer_reason="goodwill",
+                      actor="operator")
     price_list = PriceList.objects.order_by("pk").first()
     if not OptionPrice.objects.filter(price_list=price_list).exists():
         factories.option("admin-label-option", {3: "5", 7: "9"}, price_list)
@@ -65,13 +66,14 @@ def a_working_shop(db):
     refund_address_set(order=refunded, actor=alice.email, address=REFUND_ADDRESS)
     refund_record(order=refunded, actor="operator", refund=RefundInput(
         address=REFUND_ADDRESS, amount=refunded.quote.amount, rate_choice=Refund.RateChoice.QUOTE, txid="cd" * 32,
-        reason="the customer asked", whole_order=True))
+        reason="the customer asked", whole_order=True, customer_reason="refund"))
     short = shop.place(alice, product="a100-sxm-80gb")
     shop.pay(short, txid=shop.txid("btc", 8), amount=short.quote.amount // 2)  # underpaid: in the queue
     WebhookDelivery.objects.create(event=OperatorEvent.objects.filter(order=short).first(),  # as a URL set would
                                    url="https://hooks.example/anchorgpu", due_at=timezone.now())
     WatchState.objects.create(asset=Asset.objects.order_by("pk").first(), tip=100, next_block=90)
     Group.objects.create(name="operators")
+    VatRate.objects.get_or_create(country="PT", defaults={"rate": Decimal("23.00")})
     PaymentSettings.current()
     SweepRecord.objects.get_or_create(name="provision_due", defaults={"last_started_at": timezone.now()})
     return Order.objects.get(pk=order.pk)

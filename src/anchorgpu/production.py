@@ -16,6 +16,9 @@ DEV_SECRET_KEY = "dev-only-insecure-key-change-me-in-production"
 MIN_SECRET_KEY_LENGTH = 50
 
 
+# The seller's address on invoices until the operator sets ANCHORGPU_COMPANY_ADDRESS ("|" separates lines).
+PLACEHOLDER_COMPANY_ADDRESS = "PLACEHOLDER ADDRESS|not a real one"
+
 _OFF = {"0", "false", "no", "off"}
 _ON = {"1", "true", "yes", "on"}
 
@@ -28,13 +31,38 @@ def admin_two_factor_required(*, production: bool, value: str | None) -> bool:
     return text not in _OFF if production else text in _ON
 
 
+def company_address_is_placeholder(address: str | None) -> bool:
+    text = (address or "").strip()
+    return not text or text == PLACEHOLDER_COMPANY_ADDRESS or "placeholder" in text.lower()
+
+
+def company_problems(*, name: str | None, address: str | None, country: str | None, vat_id: str | None) -> list[str]:
+    """What invoices may not be issued without: the seller's legal name, real address and country; a VAT id, if
+    given, of the seller's country's shape."""
+    from anchorgpu.billing.tax import normalise_vat_id, vat_id_problem
+
+    found = []
+    if not (name or "").strip():
+        found.append("ANCHORGPU_COMPANY_NAME is empty: give the seller's legal name, as invoices must show it")
+    if company_address_is_placeholder(address):
+        found.append("ANCHORGPU_COMPANY_ADDRESS is the placeholder: give the seller's legal address for invoices "
+                     "(| separates lines)")
+    code = (country or "").strip().upper()
+    if len(code) != 2 or not code.isalpha():
+        found.append("ANCHORGPU_COMPANY_COUNTRY is not set: give the seller's country as a two-letter ISO code "
+                     "(e.g. PT); the VAT rules start from it")
+    elif vat_id and vat_id_problem(normalise_vat_id(vat_id), code) is not None:
+        found.append(f"ANCHORGPU_COMPANY_VAT_ID {vat_id!r} is not the shape of a VAT id of {code}")
+    return found
+
+
 class ProductionSettingsError(Exception):
     """Raised as ImproperlyConfigured by settings.py; the message lists every problem at once."""
 
 
 def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, email_host: str | None = None,
              email_disabled: bool = False, behind_proxy: bool = False,
-             client_address_from_proxy: str | None = "0") -> list[str]:
+             client_address_from_proxy: str | None = "0", company: dict | None = None) -> list[str]:
     found = []
     if not secret_key or secret_key == DEV_SECRET_KEY:
         found.append("ANCHORGPU_SECRET_KEY is not set: give a random value of at least "
@@ -59,6 +87,8 @@ def problems(*, secret_key: str | None, debug: bool, allowed_hosts: str | None, 
                      "without it every visitor has the proxy's address, and the per-address limits (log-in, "
                      "sign-up, orders) would hold the whole shop back together; set 1 if the proxy appends the "
                      "visitor's address to X-Forwarded-For, or 0 to say it does not and accept that")
+    if company is not None:
+        found += company_problems(**company)
     return found
 
 
@@ -71,10 +101,11 @@ def check(
     email_disabled: bool = False,
     behind_proxy: bool = False,
     client_address_from_proxy: str | None = "0",
+    company: dict | None = None,
 ) -> None:
     found = problems(secret_key=secret_key, debug=debug, allowed_hosts=allowed_hosts, email_host=email_host,
                      email_disabled=email_disabled, behind_proxy=behind_proxy,
-                     client_address_from_proxy=client_address_from_proxy)
+                     client_address_from_proxy=client_address_from_proxy, company=company)
     if found:
         raise ProductionSettingsError("Production settings refused (ANCHORGPU_ENV=production):\n- "
                                       + "\n- ".join(found))

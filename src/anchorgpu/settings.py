@@ -46,6 +46,10 @@ ANCHORGPU_LOG_FORMAT                     "json" (default: one JSON object per li
 ANCHORGPU_CATALOG_CACHE                  "0" turns off the exact cache of the catalog's and offers API's answers (on by
                                          default; PostgreSQL only: keyed on the database snapshot, the second and the
                                          query, see anchorgpu.catalog.answer_cache; always off on SQLite)
+ANCHORGPU_COMPANY_NAME / _ADDRESS / _COUNTRY / _VAT_ID / _REGISTRATION / _CONTACT   the seller on invoices (legal
+                                         name; address, "|" between lines; ISO country; VAT id, blank: not registered
+                                         for VAT; company registration; e-mail or telephone); production refuses the
+                                         placeholder address and needs the country
 ANCHORGPU_BENCH_CEILING                  "1" mounts the load test's bare view at /bench/ceiling (bench/load.py sets
                                          it; never mounted in production)
 """
@@ -58,7 +62,13 @@ from pathlib import Path
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
-from anchorgpu.production import admin_two_factor_required, webhook_problems, webhook_secret, webhook_urls
+from anchorgpu.production import (
+    PLACEHOLDER_COMPANY_ADDRESS,
+    admin_two_factor_required,
+    webhook_problems,
+    webhook_secret,
+    webhook_urls,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", Path.cwd() / "var")).resolve()
@@ -99,7 +109,11 @@ if PRODUCTION:
               allowed_hosts=os.environ.get("ANCHORGPU_ALLOWED_HOSTS"),
               email_host=os.environ.get("ANCHORGPU_EMAIL_HOST"), email_disabled=_flag("ANCHORGPU_EMAIL_DISABLED"),
               behind_proxy=_flag("ANCHORGPU_BEHIND_TLS_PROXY", default=True),
-              client_address_from_proxy=os.environ.get("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY"))
+              client_address_from_proxy=os.environ.get("ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY"),
+              company={"name": os.environ.get("ANCHORGPU_COMPANY_NAME", "AnchorGPU"),
+                       "address": os.environ.get("ANCHORGPU_COMPANY_ADDRESS"),
+                       "country": os.environ.get("ANCHORGPU_COMPANY_COUNTRY"),
+                       "vat_id": os.environ.get("ANCHORGPU_COMPANY_VAT_ID", "")})
     except ProductionSettingsError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 SECRET_KEY = os.environ.get("ANCHORGPU_SECRET_KEY") or "dev-only-insecure-key-change-me-in-production"
@@ -344,4 +358,10 @@ ANCHORGPU_CATALOG_CACHE = _flag("ANCHORGPU_CATALOG_CACHE", default=True)
 # bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
 ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
-ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", "PLACEHOLDER ADDRESS|not a real one")  # |: line
+# The seller on invoices and credit notes (anchorgpu.billing.seller); the VAT rates are the admin's (VatRate).
+ANCHORGPU_COMPANY_NAME = os.environ.get("ANCHORGPU_COMPANY_NAME", "AnchorGPU").strip()
+ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", PLACEHOLDER_COMPANY_ADDRESS)  # |: line
+ANCHORGPU_COMPANY_COUNTRY = os.environ.get("ANCHORGPU_COMPANY_COUNTRY", "").strip().upper()
+ANCHORGPU_COMPANY_VAT_ID = "".join(os.environ.get("ANCHORGPU_COMPANY_VAT_ID", "").split()).upper()
+ANCHORGPU_COMPANY_REGISTRATION = os.environ.get("ANCHORGPU_COMPANY_REGISTRATION", "").strip()
+ANCHORGPU_COMPANY_CONTACT = os.environ.get("ANCHORGPU_COMPANY_CONTACT", "").strip()

@@ -288,6 +288,8 @@ def test_a_reset_from_the_command_line_is_audited(operator):
 
 
 def test_production_requires_two_factor_for_the_admin_by_default():
+    from tests.ops.test_security import SELLER_ENV
+
     assert admin_two_factor_required(production=True, value=None) is True
     assert admin_two_factor_required(production=True, value="yes please") is True  # unclear: stays on
     assert admin_two_factor_required(production=True, value="0") is False
@@ -299,7 +301,7 @@ def test_production_requires_two_factor_for_the_admin_by_default():
         **env, "DJANGO_SETTINGS_MODULE": "anchorgpu.settings", "ANCHORGPU_ENV": "production",
         "ANCHORGPU_SECRET_KEY": "k" * 20 + "Zq8Lp3Vx0Rt7Yb2Nm5Hc9Jd4Gw1Fs6" + "A" * 10,
         "ANCHORGPU_ALLOWED_HOSTS": "shop.example", "ANCHORGPU_EMAIL_HOST": "smtp.example",
-        "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY": "1",
+        "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY": "1", **SELLER_ENV,
         "ANCHORGPU_DATA_DIR": os.environ.get("ANCHORGPU_DATA_DIR", "/tmp")})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"

@@ -36,7 +36,7 @@ def note_url(order: Order, number: str) -> str:
 
 def goodwill_note(order: Order) -> CreditNote:
     with transaction.atomic():
-        return credit_note_issue(invoice=order.invoice, amount=Decimal("1.00"), reason="goodwill", actor="operator")
+        return credit_note_issue(invoice=order.invoice, amount=Decimal("1.00"), reason="goodwill", customer_reason="goodwill", actor="operator")
 
 
 def assert_pdf(response, filename: str) -> None:
@@ -109,7 +109,7 @@ def test_a_whole_refund_issues_a_credit_note_for_the_invoice_total(client, alice
     now = datetime.now(UTC)
     refund_record(order=paid, actor="operator", now=now, refund=RefundInput(
         address=REFUND_ADDRESS, amount=paid.quote.amount, rate_choice=Refund.RateChoice.QUOTE, txid="c3" * 32,
-        reason="customer changed plans", whole_order=True))
+        reason="customer changed plans", whole_order=True, customer_reason="refund"))
 
     paid.refresh_from_db()
     assert paid.state == "refunded"

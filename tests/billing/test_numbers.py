@@ -29,7 +29,7 @@ def issue_invoice(user, now: datetime) -> Invoice:
 
 def issue_note(invoice: Invoice, now: datetime, amount: str = "1.00") -> CreditNote:
     with transaction.atomic():
-        return credit_note_issue(invoice=invoice, amount=Decimal(amount), reason="goodwill", actor="test", now=now)
+        return credit_note_issue(invoice=invoice, amount=Decimal(amount), reason="goodwill", customer_reason="goodwill", actor="test", now=now)
 
 
 def test_invoice_numbers_run_one_two_three_and_restart_in_a_new_year(alice):

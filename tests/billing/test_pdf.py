@@ -65,12 +65,14 @@ def test_labels_follow_the_order_language(alice):
 def test_credit_note_names_its_invoice_amount_and_reason(paid):
     invoice = paid.invoice
     with transaction.atomic():
-        note = credit_note_issue(invoice=invoice, amount=Decimal("3.00"), reason="Endereço IPv4 não entregue",
+        note = credit_note_issue(invoice=invoice, amount=Decimal("3.00"), reason="internal: IPv4 pool ran dry",
+                                 customer_reason="other", customer_reason_text="Endereço IPv4 não entregue",
                                  actor="operator", now=datetime(2031, 5, 4, 12, 0, tzinfo=UTC))
     text, reader = read(pdf.credit_note_pdf(note))
     for expected in (note.number, invoice.number, paid.reference, "João Conceição", "3.00 USD",
                      f"{invoice.total:,.2f} USD", "Endereço IPv4 não entregue"):
         assert expected in text
+    assert "IPv4 pool" not in text  # the operator's internal note is never printed
     assert note.number in reader.metadata.title
     assert reader.metadata.creation_date == note.issued_at
 

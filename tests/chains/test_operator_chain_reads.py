@@ -77,7 +77,7 @@ def _paid(chain):
 def _refund(chain, order, txid):
     return refund_record(order=order, actor="carol", watcher=chain.watcher(order.quote.asset), refund=RefundInput(
         address=fresh(order).refund_address, amount=order.quote.amount, rate_choice="quote", txid=txid,
-        reason="host fault", whole_order=True))
+        reason="host fault", whole_order=True, customer_reason="refund"))
 
 
 def test_a_refund_is_shown_as_sent_once_the_chain_shows_it_paying_the_customer(chain, client):

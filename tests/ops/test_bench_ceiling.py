@@ -12,7 +12,7 @@ import pytest
 from django.test import RequestFactory
 
 from anchorgpu.ops.bench_ceiling import ceiling
-from tests.ops.test_security import GOOD_KEY
+from tests.ops.test_security import GOOD_KEY, SELLER_ENV
 
 RESOLVE = ("import django; django.setup(); from django.urls import resolve, Resolver404\n"
            "try:\n    print(resolve('/bench/ceiling').func.__module__)\nexcept Resolver404:\n    print('not mounted')")
@@ -33,7 +33,7 @@ def test_the_ceiling_is_mounted_only_when_asked_for_and_never_in_production():
     assert _resolved(ANCHORGPU_BENCH_CEILING="1") == "anchorgpu.ops.bench_ceiling"
     assert _resolved(ANCHORGPU_BENCH_CEILING="1", ANCHORGPU_ENV="production", ANCHORGPU_SECRET_KEY=GOOD_KEY,
                      ANCHORGPU_ALLOWED_HOSTS="shop.example", ANCHORGPU_EMAIL_HOST="smtp.example",
-                     ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY="1") == "not mounted"
+                     ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY="1", **SELLER_ENV) == "not mounted"
 
 
 @pytest.mark.django_db

@@ -43,11 +43,26 @@ PRINT_TRANSPORT = ("import django; django.setup(); from django.conf import setti
                    "s.SECURE_PROXY_SSL_HEADER)")
 
 
+# The seller on invoices, which production requires too (tested below).
+SELLER_ENV = {"ANCHORGPU_COMPANY_ADDRESS": "Avenida da Liberdade 110|1250-146 Lisboa", "ANCHORGPU_COMPANY_COUNTRY": "PT"}
+
+
 def _settings_in_production(code: str = PRINT_TRANSPORT, **env) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORGPU_")}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**base, "DJANGO_SETTINGS_MODULE": "anchorgpu.settings", "ANCHORGPU_ENV": "production",
-                               "ANCHORGPU_DATA_DIR": os.environ.get("ANCHORGPU_DATA_DIR", "/tmp"), **env})
+                               "ANCHORGPU_DATA_DIR": os.environ.get("ANCHORGPU_DATA_DIR", "/tmp"), **SELLER_ENV,
+                               **env})
+
+
+def test_production_refuses_the_placeholder_seller_address():
+    safe = {"ANCHORGPU_SECRET_KEY": GOOD_KEY, "ANCHORGPU_ALLOWED_HOSTS": "shop.example",
+            "ANCHORGPU_EMAIL_HOST": "smtp.example", "ANCHORGPU_CLIENT_ADDRESS_FROM_PROXY": "1"}
+    refused = _settings_in_production(**safe, ANCHORGPU_COMPANY_ADDRESS="", ANCHORGPU_COMPANY_COUNTRY="")
+    assert refused.returncode != 0
+    assert "ANCHORGPU_COMPANY_ADDRESS is the placeholder" in refused.stderr
+    assert "ANCHORGPU_COMPANY_COUNTRY is not set" in refused.stderr
+    assert _settings_in_production(**safe).returncode == 0
 
 
 def test_production_refuses_to_start_unsafe_and_secures_cookies_and_transport():

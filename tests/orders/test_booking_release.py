@@ -105,7 +105,7 @@ def test_a_whole_refund_of_an_active_order_ends_it_and_frees_its_card_for_the_ne
     refund_address_set(order=order, actor=store.username, address=shop_refund_address())
     refund_record(order=order, actor="operator", refund=RefundInput(
         address=shop_refund_address(), amount=order.quote.amount, rate_choice="quote", txid="cd" * 32,
-        reason="host fault on day one; customer asked for the money back", whole_order=True))
+        reason="host fault on day one; customer asked for the money back", whole_order=True, customer_reason="refund"))
     order = _fresh(order)
     assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
     assert order.steps.filter(step=WIPE).exists()  # access removed before the cards went

@@ -50,7 +50,7 @@ def test_an_active_term_released_under_a_rush_never_gives_its_cards_twice():
     def refund():
         return refund_record(order=active, actor="ops", refund=RefundInput(
             address=REFUND_TO, amount=active.quote.amount, rate_choice="quote", txid="cd" * 32,
-            reason="host fault", whole_order=True)).pk
+            reason="host fault", whole_order=True, customer_reason="refund")).pk
 
     def order_for(user):
         return lambda: shop.place(user, product="h200-141gb", quantity=4).pk

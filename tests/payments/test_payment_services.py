@@ -126,10 +126,10 @@ def test_paid_after_expiry_with_capacity_gone_goes_to_refund(user):
     assert other.booking.state == Booking.State.LIVE
     with pytest.raises(NotAllowedNow):  # no refund before the customer gives an address
         refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
-            amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
+            amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True, customer_reason="refund"))
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
-        amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True))
+        amount=order.quote.amount, rate_choice="quote", txid="ef" * 32, reason="no capacity", whole_order=True, customer_reason="refund"))
     order = fresh(order)
     assert order.state == "refunded" and not order.refund_due
     assert states(order)[-1] == "refunded"
@@ -165,7 +165,8 @@ def test_money_arriving_after_a_refund_is_told_as_arriving_after_the_order_ended
     shop.pay(order)
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, amount=order.quote.amount,
-                  rate_choice="quote", txid="ef" * 32, reason="customer asked", whole_order=True))
+                  rate_choice="quote", txid="ef" * 32, reason="customer asked", whole_order=True,
+                  customer_reason="refund"))
     assert fresh(order).state == "refunded"
     shop.pay(order, amount=5000, txid=shop.txid("btc", 6))
     order = fresh(order)
@@ -287,9 +288,9 @@ def test_refund_cannot_exceed_what_arrived(user):
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     with pytest.raises(InvalidOrder, match="more than was received"):
         refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
-            amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=True))
+            amount=1_001, rate_choice="quote", txid="cd" * 32, reason="r", whole_order=True, customer_reason="refund"))
     refund_record(order=order, actor="operator", refund=RefundInput(address=REFUND_TO, 
-        amount=1_000, rate_choice="current", rate=order.quote.rate * 2, txid="cd" * 32, reason="r", whole_order=True))
+        amount=1_000, rate_choice="current", rate=order.quote.rate * 2, txid="cd" * 32, reason="r", whole_order=True, customer_reason="refund"))
     order = fresh(order)
     assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
     assert order.refunds.get().fiat_amount > 0
@@ -352,7 +353,7 @@ def test_a_late_payment_is_refunded_whole_and_cannot_then_be_paid(user):
             whole_order=False))
     refund_record(order=order, actor="operator", refund=RefundInput(
         address=REFUND_TO, amount=order.quote.amount - 300, network_fee=300, rate_choice="quote", txid="ef" * 32,
-        reason="no capacity", whole_order=True))
+        reason="no capacity", whole_order=True, customer_reason="refund"))
     order = fresh(order)
     assert order.state == "refunded" and not order.refund_due and order.excess == {}
     from anchorgpu.orders.services import order_cancel
@@ -404,7 +405,7 @@ def test_money_confirmed_after_a_whole_refund_is_owed_back(user):
     assert fresh(order).state == "underpaid"
     refund_address_set(order=order, actor=user.username, address=REFUND_TO)
     refund_record(order=order, actor="operator", refund=RefundInput(
-        address=REFUND_TO, amount=quarter, rate_choice="quote", txid="cd" * 32, reason="gave up", whole_order=True))
+        address=REFUND_TO, amount=quarter, rate_choice="quote", txid="cd" * 32, reason="gave up", whole_order=True, customer_reason="refund"))
     assert fresh(order).state == "refunded" and not fresh(order).refund_due
     transfer_confirmations_update(transfer=late_one, confirmations=3, actor="operator")
     order = fresh(order)

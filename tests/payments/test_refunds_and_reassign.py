@@ -39,7 +39,7 @@ def fresh(order) -> Order:
 
 def refund(order, **changes):
     fields = dict(address=CUSTOMERS_ADDRESS, amount=order.quote.amount, rate_choice="quote", txid="cd" * 32,
-                  reason="the customer asked", whole_order=True)
+                  reason="the customer asked", whole_order=True, customer_reason="refund")
     fields.update(changes)
     return refund_record(order=order, actor="operator", refund=RefundInput(**fields))
 
@@ -75,13 +75,13 @@ def test_part_of_the_price_of_a_completed_term_is_refunded_with_a_credit_note(st
     with pytest.raises(NotAllowedNow, match="cannot be refunded as a whole"):
         refund(order)
     tenth = order.quote.amount // 10
-    row = refund(order, amount=tenth, whole_order=False, of_price=True, reason="six hours lost to a host fault")
+    row = refund(order, amount=tenth, whole_order=False, of_price=True, customer_reason="fault", reason="six hours lost to a host fault")
     order = fresh(order)
     assert order.state == "completed"
     note = order.invoice.credit_notes.get()
     assert note.refund_id == row.pk and note.amount == row.fiat_amount and note.amount > Decimal(0)
     with pytest.raises(InvalidOrder, match="keeps %d base units of its price" % (order.quote.amount - tenth)):
-        refund(order, amount=order.quote.amount, whole_order=False, of_price=True, txid="ef" * 32)
+        refund(order, amount=order.quote.amount, whole_order=False, of_price=True, customer_reason="fault", txid="ef" * 32)
 
 
 @pytest.mark.parametrize("state", ["paid", "provisioning", "active", "failed"])
@@ -154,7 +154,11 @@ def test_the_admin_refunds_an_active_order_with_a_written_request(admin_client, 
     order = shop.activate(shop.place(store))
     url = reverse("admin:orders_order_record_refund", args=[order.pk])
     data = {"scope": "whole", "address": WRITTEN_ADDRESS, "amount": str(order.quote.amount), "network_fee": "0",
-            "rate_choice": "quote", "rate": "", "txid": "cd" * 32, "reason": "host fault", "customer_request": ""}
+            "rate_choice": "quote", "rate": "", "txid": "cd" * 32, "reason": "host fault", "customer_request": "",
+            "customer_reason": "not_delivered"}
+    response = admin_client.post(url, {**data, "customer_request": "ticket 4411, 1 Dec", "customer_reason": ""})
+    assert response.status_code == 200  # the credit note's reason for the customer is the operator's to give
+    assert "Choose the reason the credit note gives the customer." in response.content.decode()
     response = admin_client.post(url, data)
     assert response.status_code == 200 and "written request" in response.content.decode()
     response = admin_client.post(url, {**data, "customer_request": "ticket 4411, 1 Dec"})
@@ -171,11 +175,11 @@ def test_a_refund_of_part_of_the_price_leaves_the_excess_owed_back(store):
     price = order.quote.amount
     shop.pay(order, amount=price + price // 5)  # a fifth too much
     refund_address_set(order=order, actor=store.username, address=CUSTOMERS_ADDRESS)
-    refund(order, amount=price // 10, whole_order=False, of_price=True, reason="goodwill")
+    refund(order, amount=price // 10, whole_order=False, of_price=True, customer_reason="fault", reason="goodwill")
     order = fresh(order)
     assert owed_back(order) == price // 5 and order.refund_due  # the excess is still the customer's
     with pytest.raises(InvalidOrder, match="keeps"):
-        refund(order, amount=price, whole_order=False, of_price=True, txid="ef" * 32)  # more than the price kept
+        refund(order, amount=price, whole_order=False, of_price=True, customer_reason="fault", txid="ef" * 32)  # more than the price kept
     refund(order, amount=price // 5, whole_order=False, txid="ab" * 32, reason="the excess")
     order = fresh(order)
     assert owed_back(order) == 0 and not order.refund_due

@@ -173,7 +173,7 @@ def order_pages(client, user, code: str) -> dict[str, str]:
     refund_address_set(order=paid, actor=user.email, address=REFUND_ADDRESS)
     refund_record(order=paid, actor="operator", now=timezone.now(), refund=RefundInput(
         address=REFUND_ADDRESS, amount=paid.quote.amount, rate_choice=Refund.RateChoice.QUOTE, txid="c3" * 32,
-        reason="-", whole_order=True))
+        reason="-", whole_order=True, customer_reason="refund"))
     paid = Order.objects.select_related("invoice").get(pk=paid.pk)
     assert paid.state == "refunded"
     show("refunded", paid)
@@ -337,7 +337,7 @@ def emails(user, code: str, mailoutbox) -> dict[str, str]:
     refund_address_set(order=order, actor=user.email, address="0x" + "d4" * 20)
     refund_record(order=order, actor="operator", now=timezone.now(), refund=RefundInput(
         address="0x" + "d4" * 20, amount=order.quote.amount, rate_choice=Refund.RateChoice.QUOTE,
-        txid="0x" + "c5" * 32, reason="-", whole_order=True))
+        txid="0x" + "c5" * 32, reason="-", whole_order=True, customer_reason="refund"))
     Refund.objects.filter(order=order).update(verified_at=timezone.now())
     order = Order.objects.get(pk=order.pk)
     found = {}

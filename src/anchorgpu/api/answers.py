@@ -7,6 +7,8 @@ from datetime import UTC
 
 from django.urls import reverse
 
+from anchorgpu.billing import tax
+from anchorgpu.billing.words import order_vat_note
 from anchorgpu.orders.lines import line_label
 from anchorgpu.orders.models import Order as OrderRow
 from anchorgpu.orders.term_slide import is_sliding
@@ -119,7 +121,17 @@ def order(order: OrderRow) -> s.Order:
         claimed_txid=order.claimed_txid or None, claimed_at=iso(order.claimed_at),
         claim_check=_claim_check(order, quote), paid_at=iso(order.paid_at),
         access=s.Access(host=order.access_host, port=order.access_port, user=order.access_user) if active else None,
-        invoice=s.Invoice(number=invoice.number) if invoice else None, purpose=order.purpose or None)
+        invoice=s.Invoice(number=invoice.number) if invoice else None, vat=_vat(order),
+        purpose=order.purpose or None)
+
+
+def _vat(order: OrderRow) -> s.Vat | None:
+    if not order.tax:
+        return None
+    decision = tax.Decision.from_data(order.tax)
+    return s.Vat(treatment=decision.treatment.value, rate=f"{decision.rate:f}", country=decision.country,
+                 amount=f"{tax.tax_inside(order.fiat_total, decision.rate, order.currency):f}",
+                 note=order_vat_note(order))
 
 
 def pilot_report(row) -> s.PilotReport:

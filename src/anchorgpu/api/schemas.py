@@ -9,6 +9,7 @@ from typing import Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field
 
+from anchorgpu.billing.tax import Treatment
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.orders.models import PURPOSE_CHOICES
 from anchorgpu.orders.states import OrderState
@@ -93,7 +94,10 @@ class OrderRequest(Schema):
     company: Text = documented(**_form_limit("company"))
     country: Text = documented("ISO 3166-1 alpha-2 code.", minLength=2, maxLength=2, pattern="^[A-Z]{2}$")
     billing_address: Text = documented(**_form_limit("billing_address"))
-    vat_id: Text = documented("With its country prefix, e.g. PT123456789.", **_form_limit("vat_id"))
+    vat_id: Text = documented("With its country prefix, e.g. PT123456789 (its form is checked, not the EU's VIES "
+                              "register); only with business.", **_form_limit("vat_id"))
+    business: Flag = documented("Bought for a business (then company is required). An EU business in another "
+                                "member state than the seller's, with its VAT id, is invoiced under reverse charge.")
     ssh_keys: lines_type(MAX_KEYS_TEXT) = documented()
     saved_keys: Slugs = Field(default=None, json_schema_extra={
         "items": {"type": "string", "minLength": 1, "maxLength": 80,
@@ -193,6 +197,17 @@ class Invoice(Closed):
     number: str
 
 
+class Vat(Closed):
+    treatment: Literal[tuple(t.value for t in Treatment)] = Field(
+        description="Decided at checkout under the seller's rules: standard (VAT at rate, inside total), "
+                    "reverse_charge (EU business in another member state, with its VAT id), outside_eu, "
+                    "not_registered (the seller charges no VAT).")
+    rate: Money = Field(description="Percent; 0 unless standard.")
+    country: str = Field(max_length=2, description="Whose rate (standard), else the customer's country.")
+    amount: Money = Field(description="The VAT inside total, in currency (the invoice states it).")
+    note: str = Field(description="What the invoice says of it, in the request's language.")
+
+
 class OrderSummary(Closed):
     reference: str = Field(max_length=20)
     state: Literal[tuple(s.value for s in OrderState)]
@@ -224,6 +239,7 @@ class Order(OrderSummary):
     paid_at: MaybeTime
     access: Access | None = Field(description="How to log in, once the order is active.")
     invoice: Invoice | None
+    vat: Vat | None = Field(description="The VAT in the total; null for an order placed before it was stated.")
     purpose: Literal[tuple(PURPOSES)] | None = Field(description="What the rental is for, as the customer said.")
 
 

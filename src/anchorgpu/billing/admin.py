@@ -12,10 +12,11 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
+from anchorgpu.audit.services import audit_record
 from anchorgpu.payments.uri import whole_units
 
 from . import pdf
-from .models import CreditNote, Invoice, InvoiceLine
+from .models import CreditNote, Invoice, InvoiceLine, VatRate
 from .views import pdf_response
 
 
@@ -51,9 +52,38 @@ class _PdfMixin:
         return format_html('<a href="{}">{}</a>', url, _("Download %(number)s.pdf") % {"number": obj.number})
 
 
+@admin.register(VatRate)
+class VatRateAdmin(admin.ModelAdmin):
+    """The operator's VAT rates (``billing.tax`` applies them). Every change is in the audit log; no invoice
+    already issued changes with it."""
+
+    list_display = ("country", "rate", "note", "updated_at")
+    search_fields = ("country", "note")
+    fields = ("country", "rate", "note")
+
+    def save_model(self, request, obj, form, change):
+        before = VatRate.objects.filter(pk=obj.pk).values("country", "rate").first() if change else None
+        super().save_model(request, obj, form, change)
+        if form.changed_data:
+            audit_record(actor=request.user.get_username(), action="vat_rate_change" if change else "vat_rate_add",
+                         obj=obj, data={"country": str(obj.country), "rate": str(obj.rate),
+                                        "before": {k: str(v) for k, v in (before or {}).items()},
+                                        "changed": form.changed_data})
+
+    def delete_model(self, request, obj):
+        audit_record(actor=request.user.get_username(), action="vat_rate_delete", obj=obj,
+                     data={"country": str(obj.country), "rate": str(obj.rate)})
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
 class InvoiceLineInline(admin.TabularInline):
     model = InvoiceLine
-    fields = ("position", "description", "quantity", "unit_price", "amount")
+    fields = ("position", "description", "quantity", "unit_price", "amount", "net_amount", "period_start",
+              "period_end")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -70,7 +100,7 @@ class InvoiceLineInline(admin.TabularInline):
 
 class CreditNoteInline(admin.TabularInline):
     model = CreditNote
-    fields = ("number", "issued_at", "amount", "currency", "reason", "refund")
+    fields = ("number", "issued_at", "amount", "tax_amount", "currency", "customer_reason", "reason", "refund")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -95,7 +125,9 @@ class InvoiceAdmin(_PdfMixin, ReadOnlyModelAdmin):
     ordering = ("-year", "-sequence")
     fieldsets = (
         (None, {"fields": ("number", "order_reference", "issued_at", "total_amount", "pdf_link")}),
-        (_("Billed to"), {"fields": ("name", "company", "email", "country", "billing_address", "vat_id")}),
+        (_("Billed to"), {"fields": ("name", "company", "business", "email", "country", "billing_address",
+                                     "vat_id")}),
+        (_("VAT"), {"fields": ("tax_treatment", "tax_rate", "tax_country", "net_total", "tax_amount", "seller")}),
         (_("Settled by"), {"fields": ("asset_symbol", "network_name", "coins", "rate", "rate_source", "rate_at")}),
     )
     readonly_fields = ("order_reference", "total_amount", "pdf_link", "coins")
@@ -128,7 +160,8 @@ class CreditNoteAdmin(_PdfMixin, ReadOnlyModelAdmin):
     search_fields = ("number", "invoice__number", "invoice__order__reference", "invoice__email")
     search_help_text = _("Search by credit note or invoice number, order reference or email.")
     ordering = ("-year", "-sequence")
-    fields = ("number", "invoice", "order_reference", "issued_at", "credited", "reason", "refund", "pdf_link")
+    fields = ("number", "invoice", "order_reference", "issued_at", "credited", "net_amount", "tax_amount",
+              "customer_reason", "customer_reason_text", "reason", "refund", "pdf_link")
     readonly_fields = ("order_reference", "credited", "pdf_link")
 
     @admin.display(description=_("order"), ordering="invoice__order__reference")

@@ -8,6 +8,12 @@ print and anything else is simplified or shown as "?" -- never an error.
 
 Labels are translated into the order's language. The PDF's creation date is
 the document's issue date, so a document renders to the same bytes each time.
+
+The seller is the one stored on the document when it was issued (``Invoice.seller``; the settings' for a
+document issued before it was stored). Where the invoice states VAT, the lines show their amounts excluding
+VAT and the term they cover, then the total excluding VAT, the VAT at its rate and the total, and the mention
+its treatment requires (reverse charge, outside the EU, seller not registered). A credit note shows the reason
+meant for the customer, never the operator's internal note, and the VAT it reverses.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import unicodedata
 from datetime import datetime
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,7 +34,9 @@ from fpdf.enums import XPos, YPos
 from anchorgpu.formats import display
 from anchorgpu.orders.lines import invoice_line_label
 
+from . import tax, words
 from .models import CreditNote, Invoice
+from .seller import Seller, address_lines
 
 COMPANY = "AnchorGPU"
 _HERE = Path(__file__).resolve().parent
@@ -116,7 +125,7 @@ class _Page(FPDF):
 
     def pair(self, label: str, value: str) -> None:
         self.font(10, bold=True)
-        self.cell(48, 5.6, self.clean(label))
+        self.cell(54, 5.6, self.clean(label))
         self.font(10)
         self.multi_cell(0, 5.6, self.clean(value), align="L", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
 
@@ -156,24 +165,56 @@ def _coins(units: int, invoice: Invoice) -> str:
     return display.crypto(units, invoice.decimals, places, invoice.asset_symbol)
 
 
-def _company_lines() -> list[str]:
-    address = getattr(settings, "ANCHORGPU_COMPANY_ADDRESS", "")
-    return [part.strip() for part in address.replace("\n", "|").split("|") if part.strip()]
+def _seller(invoice: Invoice) -> Seller:
+    if invoice.seller:
+        return Seller.from_data(invoice.seller)
+    # Issued before documents kept their seller: the settings' name and address, as such invoices always showed.
+    return Seller(name=getattr(settings, "ANCHORGPU_COMPANY_NAME", COMPANY),
+                  address=address_lines(getattr(settings, "ANCHORGPU_COMPANY_ADDRESS", "")), country="", vat_id="",
+                  registration="", contact="")
 
 
-def _top(pdf: _Page, title: str) -> None:
-    pdf.text_line(COMPANY, size=16, bold=True, h=8)
-    for text in _company_lines():
+def _seller_lines(seller: Seller) -> list[str]:
+    lines = list(seller.address)
+    if seller.vat_id:
+        lines.append(_("VAT id: %(vat)s") % {"vat": seller.vat_id})
+    if seller.registration:
+        lines.append(seller.registration)
+    if seller.contact:
+        lines.append(seller.contact)
+    return lines
+
+
+def _top(pdf: _Page, title: str, seller: Seller) -> None:
+    lines = _seller_lines(seller)
+    pdf.text_line(seller.name or COMPANY, size=16, bold=True, h=8)
+    for text in lines:
         pdf.text_line(text, size=9, h=4.4)
     pdf.set_y(16)
     pdf.text_line(title.upper(), size=18, bold=True, h=8, align="R")
     pdf.text_line(pdf.number, size=11, h=6, align="R")
-    pdf.set_y(max(pdf.get_y(), 16 + 8 + 4.4 * len(_company_lines())) + 6)
+    pdf.set_y(max(pdf.get_y(), 16 + 8 + 4.4 * len(lines)) + 6)
+
+
+def _mention(invoice: Invoice) -> str:
+    return words.mention(invoice.tax_treatment)
+
+
+def _vat_label(invoice: Invoice) -> str:
+    return words.vat_label(invoice.tax_treatment, invoice.tax_rate, str(invoice.tax_country))
+
+
+def _term(item) -> str:
+    if item.period_start is None or item.period_end is None:
+        return ""
+    return _("Term: %(start)s to %(end)s (UTC)") % {"start": display.moment_value(item.period_start),
+                                                   "end": display.moment_value(item.period_end)}
 
 
 def _customer_text(invoice: Invoice) -> str:
+    seller = _seller(invoice)
     return "".join((invoice.name, invoice.company, invoice.billing_address, invoice.country.name,
-                    _(invoice.rate_source), *_company_lines()))
+                    _(invoice.rate_source), seller.name, *_seller_lines(seller), _mention(invoice)))
 
 
 def _billed_to(pdf: _Page, invoice: Invoice) -> None:
@@ -192,10 +233,11 @@ def _billed_to(pdf: _Page, invoice: Invoice) -> None:
 
 def _draw_invoice(invoice: Invoice) -> _Page:
     title = _("Invoice")
-    items = [(item, invoice_line_label(item, invoice.order.lines)) for item in invoice.lines.all()]
+    stated = bool(invoice.tax_treatment)  # an invoice issued before VAT was stated shows its total only
+    items = [(item, invoice_line_label(item, invoice.order.lines), _term(item)) for item in invoice.lines.all()]
     pdf = _Page(title=title, number=invoice.number, issued_at=invoice.issued_at,
-                sample=_customer_text(invoice) + "".join(text for _item, text in items))
-    _top(pdf, title)
+                sample=_customer_text(invoice) + "".join(text + term for _item, text, term in items))
+    _top(pdf, title, _seller(invoice))
     pdf.pair(_("Invoice number"), invoice.number)
     pdf.pair(_("Issue date"), _day(invoice.issued_at))
     pdf.pair(_("Order reference"), invoice.order.reference)
@@ -203,20 +245,30 @@ def _draw_invoice(invoice: Invoice) -> _Page:
 
     pdf.heading(_("Items"))
     pdf.font(9.5)
-    with pdf.table(col_widths=(86, 20, 34, 34), text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+    heads = ((_("Description"), _("Quantity"), _("Unit price excl. VAT"), _("Amount excl. VAT")) if stated else
+             (_("Description"), _("Quantity"), _("Unit price"), _("Amount")))
+    with pdf.table(col_widths=(80, 24, 35, 35), text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
                    borders_layout="HORIZONTAL_LINES", line_height=5.4, padding=1.2) as table:
         head = table.row()
-        for text in (_("Description"), _("Quantity"), _("Unit price"), _("Amount")):
+        for text in heads:
             head.cell(pdf.clean(text))
-        for item, text in items:
+        for item, text, term in items:
             row = table.row()
-            row.cell(pdf.clean(text))
+            row.cell(pdf.clean(f"{text}\n{term}" if term else text))
             row.cell(str(item.quantity))
-            row.cell(pdf.clean(display.line_unit_price(item.kind, item.unit_price)))
-            row.cell(pdf.clean(_money(item.amount, invoice.currency)))
+            if stated and item.net_amount is not None:
+                unit = Decimal(item.unit_price) * tax.HUNDRED / (tax.HUNDRED + invoice.tax_rate)
+                row.cell(pdf.clean(display.line_unit_price(item.kind, unit)))
+                row.cell(pdf.clean(_money(item.net_amount, invoice.currency)))
+            else:
+                row.cell(pdf.clean(display.line_unit_price(item.kind, item.unit_price)))
+                row.cell(pdf.clean(_money(item.amount, invoice.currency)))
     pdf.ln(2)
-    pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency)},
-             size=12, bold=True, h=7, align="R")
+    if stated:
+        _totals(pdf, invoice, net=invoice.net_total, vat=invoice.tax_amount, total=invoice.total)
+    else:
+        pdf.text_line(_("Total: %(total)s") % {"total": _money(invoice.total, invoice.currency)},
+                      size=12, bold=True, h=7, align="R")
 
     pdf.heading(_("Settled by"))
     pdf.pair(_("Amount received"), _coins(invoice.crypto_amount, invoice))
@@ -227,12 +279,25 @@ def _draw_invoice(invoice: Invoice) -> _Page:
     return pdf
 
 
+def _totals(pdf: _Page, invoice: Invoice, *, net, vat, total, total_label: str = "") -> None:
+    """Total excluding VAT, the VAT at its rate, the total; then the treatment's mention."""
+    pdf.text_line(_("Total excl. VAT: %(amount)s") % {"amount": _money(net, invoice.currency)}, align="R")
+    pdf.text_line(_("%(vat)s: %(amount)s") % {"vat": _vat_label(invoice), "amount": _money(vat, invoice.currency)},
+                  align="R")
+    pdf.text_line((total_label or _("Total: %(total)s")) % {"total": _money(total, invoice.currency)},
+                  size=12, bold=True, h=7, align="R")
+    mention = _mention(invoice)
+    if mention:
+        pdf.ln(1)
+        pdf.text_line(mention, size=9.5, h=5)  # regular: the Korean fallback font has no bold
+
+
 def _draw_credit_note(note: CreditNote) -> _Page:
     invoice = note.invoice
     title = _("Credit note")
     pdf = _Page(title=title, number=note.number, issued_at=note.issued_at,
-                sample=_customer_text(invoice) + note.reason)
-    _top(pdf, title)
+                sample=_customer_text(invoice) + note.reason_for_customer())
+    _top(pdf, title, _seller(invoice))
     pdf.pair(_("Credit note number"), note.number)
     pdf.pair(_("Issue date"), _day(note.issued_at))
     pdf.pair(_("Credits invoice"), _("%(number)s of %(date)s") % {"number": invoice.number,
@@ -242,8 +307,15 @@ def _draw_credit_note(note: CreditNote) -> _Page:
 
     pdf.heading(_("Credit"))
     pdf.pair(_("Invoice total"), _money(invoice.total, invoice.currency))
-    pdf.pair(_("Amount credited"), _money(note.amount, note.currency))
-    pdf.pair(_("Reason"), note.reason)
+    reason = note.reason_for_customer()
+    if reason:
+        pdf.pair(_("Reason"), reason)
+    if invoice.tax_treatment and note.net_amount is not None:
+        pdf.ln(2)
+        _totals(pdf, invoice, net=note.net_amount, vat=note.tax_amount, total=note.amount,
+                total_label=_("Amount credited: %(total)s"))
+    else:
+        pdf.pair(_("Amount credited"), _money(note.amount, note.currency))
     refund = note.refund
     if refund is not None:
         pdf.heading(_("Refund sent"))

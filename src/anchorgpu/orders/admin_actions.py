@@ -155,7 +155,8 @@ def _apply_refund(order, data, actor, item):
         address=data["address"], amount=data["amount"], rate_choice=data["rate_choice"], txid=data["txid"],
         reason=data["reason"], whole_order=data["scope"] == f.RefundForm.SCOPE_WHOLE, rate=rate,
         network_fee=data.get("network_fee") or 0, of_price=data["scope"] == f.RefundForm.SCOPE_PRICE,
-        customer_request=data.get("customer_request") or ""))
+        customer_request=data.get("customer_request") or "", customer_reason=data.get("customer_reason") or "",
+        customer_reason_text=data.get("customer_reason_text") or ""))
     if row.verification.get("status") == "not_watched" or row.verified_at is not None:
         return _("The refund is recorded.")
     return _("The refund is recorded; the customer sees it as sent once the chain shows it.")

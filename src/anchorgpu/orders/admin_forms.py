@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from anchorgpu.billing.models import CustomerReason
 from anchorgpu.fleet.admin import UTCSplitDateTimeField
 from anchorgpu.payments.address_check import AddressCheckError, check_address
 from anchorgpu.payments.fields import MAX_DIGITS
@@ -201,6 +202,13 @@ class RefundForm(OrderForm):
                                           "rate of the day."))
     txid = TxidField(help_text=_("Of the refund you sent."))
     reason = _reason_field()
+    customer_reason = forms.ChoiceField(
+        label=_("Reason on the credit note"), required=False, choices=[("", "—"), *CustomerReason.choices],
+        help_text=_("What the customer reads on the credit note (whole order or part of the price), in their "
+                    "language. The reason above is your own note and is not printed."))
+    customer_reason_text = forms.CharField(
+        label=_("Words for the customer"), required=False, max_length=300,
+        help_text=_("Printed after the reason as written; needed with “other”."))
 
     def clean_txid(self):
         return self._txid(self.cleaned_data["txid"])
@@ -213,4 +221,10 @@ class RefundForm(OrderForm):
                 self.add_error("rate", _("Give the day's rate, or choose the quote's rate."))
             elif rate <= 0:
                 self.add_error("rate", _("A rate must be above zero."))
+        if cleaned.get("scope") in (self.SCOPE_WHOLE, self.SCOPE_PRICE):
+            if not cleaned.get("customer_reason"):
+                self.add_error("customer_reason", _("Choose the reason the credit note gives the customer."))
+            elif cleaned["customer_reason"] == CustomerReason.OTHER and not cleaned.get("customer_reason_text"):
+                self.add_error("customer_reason_text", _("Say in words, for the customer, why the invoice is "
+                                                         "credited."))
         return cleaned

@@ -11,6 +11,7 @@ from django_countries.fields import CountryField
 from anchorgpu.allocation.models import Booking
 from anchorgpu.catalog.models import Environment, Product
 
+from . import webhook_urls
 from .provisioning import Step
 from .states import OrderState
 
@@ -74,6 +75,10 @@ class Order(models.Model):
     country = CountryField(_("country"))
     billing_address = models.TextField(_("billing address"), max_length=500, blank=True)
     vat_id = models.CharField(_("VAT id"), max_length=20, blank=True)
+    business = models.BooleanField(_("business customer"), default=False)
+    # The VAT treatment decided at checkout under the operator's rules (``billing.tax.Decision.as_data``); the
+    # invoice computes its VAT from it. Empty: an order placed before VAT was decided at checkout.
+    tax = models.JSONField(_("VAT treatment"), default=dict, blank=True)
 
     claimed_txid = models.CharField(_("transaction id given by the customer"), max_length=80, blank=True)
     claimed_at = models.DateTimeField(_("“I've paid” pressed"), null=True, blank=True)
@@ -280,9 +285,7 @@ class WebhookDelivery(models.Model):
 
     @property
     def shown_url(self) -> str:
-        from .webhooks import shown_url
-
-        return shown_url(self.url)
+        return webhook_urls.shown_url(self.url)
 
     @property
     def status(self) -> str:

@@ -29,6 +29,9 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from anchorgpu.payments.evaluation import EvaluationError
+from anchorgpu.payments.selectors import payment_status
+
 from .models import OperatorEvent, Order, OrderEmail, WebhookDelivery
 from .states import OrderState
 
@@ -50,9 +53,6 @@ def _order_data(order: Order) -> dict:
     quote = getattr(order, "quote", None)  # None when the order has no quote (RelatedObjectDoesNotExist)
     if quote is None:
         return data
-    from anchorgpu.payments.evaluation import EvaluationError
-    from anchorgpu.payments.services import payment_status
-
     asset = quote.asset
     data.update({"asset": asset.code, "network": asset.network, "decimals": asset.decimals,
                  "amount_due": str(quote.amount), "deposit_address": quote.address,

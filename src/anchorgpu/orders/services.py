@@ -15,6 +15,8 @@ from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation.errors import InvalidRequest, NoLongerAvailable, NoStartFree
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
+from anchorgpu.billing import tax
+from anchorgpu.billing.selectors import tax_decision
 from anchorgpu.catalog import pricing
 from anchorgpu.catalog.models import Environment, Product
 from anchorgpu.catalog.rules import RuleError, check_environment
@@ -49,6 +51,7 @@ class Checkout:
     company: str = ""
     billing_address: str = ""
     vat_id: str = ""
+    business: bool = False  # bought for a business (with ``company``; a VAT id makes EU reverse charge possible)
     language: str = "en"
     idempotency_key: str = ""  # the same key from the same customer returns the first order
     purpose: str = ""  # what the rental is for (``Order.PURPOSE_CHOICES``), if the customer said
@@ -92,6 +95,20 @@ def _check(request: Checkout, now: datetime) -> pricing.Price:
         raise InvalidOrder(message(exc)) from None
 
 
+def _tax(request: Checkout) -> dict:
+    """The VAT treatment of this customer under the operator's rules now, or the order is refused."""
+    vat_id = tax.normalise_vat_id(request.vat_id)
+    problem = tax.customer_problem(country=request.country, business=request.business, company=request.company,
+                                   vat_id=vat_id)
+    if problem is not None:
+        raise InvalidOrder(message(problem[1]), code="bad_" + problem[0])
+    try:
+        return tax_decision(country=request.country, business=request.business, vat_id=vat_id).as_data()
+    except tax.TaxError as exc:
+        raise InvalidOrder(_("We cannot take orders billed to this country yet (%(reason)s). Please write to us.")
+                           % {"reason": message(exc)}, code="vat_not_set_up") from None
+
+
 def order_place(*, user, request: Checkout, now: datetime | None = None) -> Order:
     """Hold the cards for the term, record the order and its quote: all in one
     transaction, so a failure anywhere leaves nothing behind."""
@@ -104,6 +121,7 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
         if earlier is not None:
             return earlier  # a repeated submission (double click, retried request)
     price = _check(request, now)
+    tax_data = _tax(request)
     actor = user.get_username()
     reference = new_reference()
     payment = PaymentSettings.current()
@@ -125,7 +143,8 @@ def order_place(*, user, request: Checkout, now: datetime | None = None) -> Orde
                 option_slugs=list(request.options), booking=booking, currency=price.currency,
                 lines=_lines(price), fiat_total=price.total, name=request.name, email=request.email,
                 company=request.company, country=request.country, billing_address=request.billing_address,
-                vat_id=request.vat_id, idempotency_key=key, purpose=request.purpose,
+                vat_id=tax.normalise_vat_id(request.vat_id), business=request.business, tax=tax_data,
+                idempotency_key=key, purpose=request.purpose,
                 run_plan=_run_plan(request.run_plan, price))
             OrderKey.objects.bulk_create([
                 OrderKey(order=order, key_type=key.type, fingerprint=key.fingerprint, comment=key.comment,

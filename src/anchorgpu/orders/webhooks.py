@@ -31,6 +31,7 @@ from django.utils import timezone
 from . import webhook_signature
 from .models import WebhookDelivery
 from .notify import RETRY_AFTER
+from .webhook_urls import shown_url
 
 log = logging.getLogger(__name__)
 BATCH = 20
@@ -41,12 +42,6 @@ USER_AGENT = "AnchorGPU-Webhooks/1"
 def body_of(payload: dict) -> bytes:
     """The exact bytes sent (and signed): compact JSON, keys sorted, UTF-8."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def shown_url(url: str) -> str:
-    """The URL without its query or fragment (which may hold a receiver's token), for logs and the admin."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 def _without_query(text: str, url: str) -> str:

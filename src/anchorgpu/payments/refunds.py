@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
+from anchorgpu.billing.models import CustomerReason
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
@@ -73,6 +74,10 @@ class RefundInput:
     network_fee: int = 0  # base units the network took out of the customer's money
     of_price: bool = False  # a part of what a settled order keeps (a credit note follows); the order stands
     customer_request: str = ""  # where and when the customer asked in writing for ``address``, if not on the page
+    # What the credit note (whole order, part of the price) tells the customer: a ``billing.models.CustomerReason``
+    # and words for the customer; ``reason`` above is the operator's own note and is never printed.
+    customer_reason: str = ""
+    customer_reason_text: str = ""
 
 
 def _destination(order: Order, refund: RefundInput) -> tuple[str, str]:
@@ -142,7 +147,18 @@ def _rate(order: Order, refund: RefundInput) -> Decimal:
     return refund.rate
 
 
-def _credit(order: Order, *, amount: Decimal | None, reason: str, actor: str, row: Refund, now: datetime) -> None:
+def _customer_reason(order: Order, refund: RefundInput) -> None:
+    """A refund that credits the invoice carries the reason its credit note gives the customer."""
+    if not (refund.whole_order or refund.of_price) or getattr(order, "invoice", None) is None:
+        return
+    if refund.customer_reason not in CustomerReason.values:
+        raise InvalidOrder(_("Choose the reason the credit note gives the customer."), code="customer_reason")
+    if refund.customer_reason == CustomerReason.OTHER and not refund.customer_reason_text.strip():
+        raise InvalidOrder(_("Say in words, for the customer, why the invoice is credited."), code="customer_reason")
+
+
+def _credit(order: Order, *, amount: Decimal | None, reason: str, actor: str, row: Refund, now: datetime,
+            refund: RefundInput) -> None:
     """Credit the order's invoice: all that is still open (``amount=None``), or up to ``amount``."""
     invoice = getattr(order, "invoice", None)
     if invoice is None:
@@ -150,15 +166,16 @@ def _credit(order: Order, *, amount: Decimal | None, reason: str, actor: str, ro
     open_amount = invoice.total - sum((n.amount for n in invoice.credit_notes.all()), Decimal(0))
     credit = open_amount if amount is None else min(amount, open_amount)
     if credit > 0:
-        credit_note_issue(invoice=invoice, amount=credit, reason=reason, actor=actor, refund=row, now=now)
+        credit_note_issue(invoice=invoice, amount=credit, reason=reason, actor=actor, refund=row, now=now,
+                          customer_reason=refund.customer_reason, customer_reason_text=refund.customer_reason_text)
 
 
-def _end_whole(order: Order, *, actor: str, reason: str, row: Refund, now: datetime) -> None:
+def _end_whole(order: Order, *, actor: str, reason: str, row: Refund, now: datetime, refund: RefundInput) -> None:
     """The whole order ends as refunded: the state first (the database refuses a paid or active order without
     its booking), then the invoice, the machine and the cards."""
     was = order.order_state
     order_transition(order=order, to=S.REFUNDED, actor=actor, reason=reason)
-    _credit(order, amount=None, reason=reason, actor=actor, row=row, now=now)
+    _credit(order, amount=None, reason=reason, actor=actor, row=row, now=now, refund=refund)
     wipe_recorded(order, now=now, always=was is S.ACTIVE)  # whatever access had been prepared goes
     release_booking(order, actor=actor, reason=f"refunded: {reason}")
 
@@ -176,6 +193,7 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
         quote = locked.quote
         sent_to, request = _destination(locked, refund)
         _check_scope(locked, refund)
+        _customer_reason(locked, refund)
         try:
             txid = normalise_txid(refund.txid, chain=quote.asset.chain)
         except TxIdError as exc:
@@ -206,9 +224,9 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                            "scope": "whole" if refund.whole_order else "price" if refund.of_price else "excess",
                            "customer_request": request, "verify": row.verification["status"]})
         if refund.whole_order:
-            _end_whole(locked, actor=actor, reason=reason, row=row, now=now)
+            _end_whole(locked, actor=actor, reason=reason, row=row, now=now, refund=refund)
         elif refund.of_price:
-            _credit(locked, amount=fiat, reason=reason, actor=actor, row=row, now=now)
+            _credit(locked, amount=fiat, reason=reason, actor=actor, row=row, now=now, refund=refund)
         note_excess(locked, actor)
     if watched:
         row = refund_verify(refund=row, actor=actor, watcher=watcher, now=now)

@@ -30,6 +30,7 @@ from anchorgpu.orders.transitions import order_lock, order_transition
 from . import evaluation
 from .address_check import AddressCheckError, check_address
 from .models import PaymentSettings
+from .selectors import payment_status  # a read, kept importable from here for the services' callers
 from .txids import TxIdError, normalise_txid
 
 S = OrderState
@@ -118,22 +119,6 @@ def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
 
 
 # --- evaluation -------------------------------------------------------------
-
-def _terms(order: Order) -> evaluation.Terms:
-    quote = order.quote
-    return evaluation.Terms(amount=quote.amount, tolerance=quote.tolerance,
-                            confirmations_required=quote.confirmations_required, expires_at=quote.expires_at)
-
-
-def _transfers(order: Order) -> list[evaluation.Transfer]:
-    return [evaluation.Transfer(key=(t.chain, t.txid, t.index), amount=t.amount, confirmations=t.confirmations,
-                                seen_at=t.seen_at) for t in order.transfers.filter(withdrawn_at__isnull=True)]
-
-
-def payment_status(order: Order) -> evaluation.Evaluation:
-    """The evaluation of the order's transfers as they stand (a read)."""
-    return evaluation.evaluate(_terms(order), _transfers(order))
-
 
 def _secure_capacity(order: Order, *, actor: str, now: datetime) -> bool:
     """Make sure the order's term has confirmed cards: confirm its live hold,

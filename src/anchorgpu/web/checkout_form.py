@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django import forms
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -11,6 +9,7 @@ from django_countries import countries
 
 from anchorgpu.accounts.models import SavedKey
 from anchorgpu.accounts.saved_keys import public_keys, saved_keys_of
+from anchorgpu.billing import tax
 from anchorgpu.catalog.models import TERM_CHOICES, Environment, Option, Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, Stack, environment_fits
 from anchorgpu.i18n import message
@@ -23,7 +22,6 @@ from anchorgpu.planner_pages.run_plans import run_plan_for_order
 from .forms import checked_start
 
 MAX_KEYS_TEXT = 40_000
-_VAT = re.compile(r"^[A-Z]{2}[A-Z0-9+*.]{2,13}$")
 
 START_CHOICES = [("asap", _("As soon as possible")), ("date", _("At a date and time I choose"))]
 
@@ -58,8 +56,13 @@ class CheckoutForm(forms.Form):
     country = forms.ChoiceField(label=_("Country"), choices=[])
     billing_address = forms.CharField(label=_("Billing address (optional)"), max_length=500, required=False,
                                       widget=forms.Textarea(attrs={"rows": 3}))
+    business = forms.BooleanField(label=_("I am buying for a business"), required=False,
+                                  help_text=_("Then give the business's name above. With an EU VAT id from another "
+                                              "EU country than ours, the invoice is made out without VAT (reverse "
+                                              "charge)."))
     vat_id = forms.CharField(label=_("VAT id (optional)"), max_length=20, required=False,
-                             help_text=_("With its country prefix, e.g. PT123456789."))
+                             help_text=_("With its country prefix, e.g. PT123456789. We check its form, not the EU's "
+                                         "VIES register."))
     ssh_keys = forms.CharField(
         label=_("SSH public keys"), max_length=MAX_KEYS_TEXT, required=False,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
@@ -111,11 +114,7 @@ class CheckoutForm(forms.Form):
         return start.replace(second=0, microsecond=0) if start else None
 
     def clean_vat_id(self):
-        value = re.sub(r"[\s.-]", "", self.cleaned_data.get("vat_id", "")).upper()
-        if value and not _VAT.match(value):
-            raise forms.ValidationError(_("A VAT id starts with its two-letter country prefix, then 2 to 13 letters "
-                                          "or digits."))
-        return value
+        return tax.normalise_vat_id(self.cleaned_data.get("vat_id", ""))
 
     def clean_name(self):
         value = " ".join(self.cleaned_data.get("name", "").split())
@@ -143,6 +142,11 @@ class CheckoutForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        if "country" not in self.errors and "vat_id" not in self.errors:
+            problem = tax.customer_problem(country=cleaned.get("country") or "", business=cleaned.get("business"),
+                                           company=cleaned.get("company") or "", vat_id=cleaned.get("vat_id") or "")
+            if problem is not None:
+                self.add_error(problem[0], message(problem[1]))
         if cleaned.get("start_mode") == "date" and not cleaned.get("start") and "start" not in self.errors:
             self.add_error("start", _("Give the start date and time, or choose “as soon as possible”."))
         if "ssh_keys" not in self.errors and "saved_keys" not in self.errors:
@@ -175,7 +179,8 @@ class CheckoutForm(forms.Form):
                         environment=data["environment"], asset=data["asset"], name=data["name"],
                         email=data["email"], country=data["country"], ssh_keys=self.parsed_keys,
                         options=[o.slug for o in data["options"]], company=data["company"].strip(),
-                        billing_address=data["billing_address"].strip(), vat_id=data["vat_id"], language=language,
+                        billing_address=data["billing_address"].strip(), vat_id=data["vat_id"],
+                        business=bool(data.get("business")), language=language,
                         idempotency_key=data["submission"], purpose=data.get("purpose") or "",
                         run_plan=run_plan_for_order(data.get("plan") or "", slug=self.product.slug,
                                                     quantity=data["quantity"]))

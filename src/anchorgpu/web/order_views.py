@@ -18,6 +18,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from anchorgpu.accounts.saved_keys import saved_keys_keep
+from anchorgpu.billing.words import order_vat_note
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
@@ -39,7 +40,8 @@ from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
 
-_ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409}
+_ERROR_STATUS = {"invalid": 400, "conflict": 409, "unavailable": 409, "taken": 409, "vat_not_set_up": 400,
+                 "bad_vat_id": 400, "bad_company": 400}
 
 
 def _own_order(request, reference: str) -> Order:
@@ -234,6 +236,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "keys": order.ssh_keys.all(),
         "steps": {s.step: s for s in order.steps.all()},
         "invoice": getattr(order, "invoice", None),
+        "vat_note": order_vat_note(order),
         "simulated": "simulated" in (order.provisioner or getattr(settings, "ANCHORGPU_PROVISIONER", "")).lower(),
         "claim_form": order_forms.ClaimForm(chain=quote.asset.chain if quote else "btc"),
         "claim_check": claim_check,
