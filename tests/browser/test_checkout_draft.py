@@ -54,6 +54,7 @@ def _expect_kept(page) -> None:
     expect(page.locator("#id_country")).to_have_value("PT")
     expect(page.locator(OPTION)).to_be_checked()
     expect(page.locator("#id_accept")).to_be_checked()
+    expect(page.locator("#id_business")).to_be_checked()
 
 
 def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusal(store, page, shot):
@@ -76,6 +77,7 @@ def test_a_typed_checkout_survives_a_language_switch_a_lost_session_and_a_refusa
     for selector, value in TYPED.items():
         page.locator(selector).fill(value)
     page.locator("#id_country").select_option("PT")
+    page.locator("#id_business").check()  # a VAT id is for a business's purchase
     page.locator("#id_accept").check()
     expect(page.locator("#checkout-price tr[data-option='extra-nvme-4tb']")).to_have_class("chosen")
     expect(total).not_to_have_text(before)

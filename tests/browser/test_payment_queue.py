@@ -151,12 +151,14 @@ def test_the_operator_resolves_each_case_from_the_queue_at_1366_px(live_server, 
     assert "{" not in wrong.locator("td.field-claim").inner_text()  # not a raw dict
     _use(page, wrong, "Mark invalid")
     page.fill("#id_reason", "sent an unknown token; customer told to pay ETH")
+    page.fill("#id_customer_reason", "Your transfer sent a token we do not accept; please pay in ETH.")
     _submit(page, live_server)
 
     other = row("other address")
     assert "pays another address, not this order's" in other.inner_text()
     _use(page, other, "Mark invalid")
     page.fill("#id_reason", "the transaction pays someone else")
+    page.fill("#id_customer_reason", "The transaction you gave pays another address, not your order's.")
     _submit(page, live_server)
 
     unseen = row("not found")
@@ -185,6 +187,7 @@ def test_the_operator_resolves_each_case_from_the_queue_at_1366_px(live_server, 
     page.check("input[name=scope][value=whole]")
     page.fill("#id_txid", "ee" * 32)
     page.fill("#id_reason", "paid late, the cards were taken")
+    page.select_option("#id_customer_reason", "refund")
     _submit(page, live_server)
 
     over = row("overpaid")
