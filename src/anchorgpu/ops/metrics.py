@@ -106,24 +106,14 @@ class ShopCollector:
         yield flagged
 
     def _emails(self):
-        from anchorgpu.orders.models import OrderEmail
+        from anchorgpu.orders.models import OrderEmail, WebhookDelivery
 
-        waiting = OrderEmail.objects.filter(sent_at__isnull=True)
-        unsent = GaugeMetricFamily("anchorgpu_customer_emails_unsent",
-                                   "Customer emails not sent: still to be tried, or given up after the last "
-                                   "attempt.", labels=["status"])
-        unsent.add_metric(["queued"], waiting.filter(failed_at__isnull=True).count())
-        unsent.add_metric(["given_up"], waiting.filter(failed_at__isnull=False).count())
-        yield unsent
-        from anchorgpu.orders.models import WebhookDelivery
-
-        pending = WebhookDelivery.objects.filter(sent_at__isnull=True)
-        hooks = GaugeMetricFamily("anchorgpu_operator_webhooks_undelivered",
-                                  "Operator webhook deliveries not delivered: still to be tried, or given up after "
-                                  "the last attempt.", labels=["status"])
-        hooks.add_metric(["queued"], pending.filter(failed_at__isnull=True).count())
-        hooks.add_metric(["given_up"], pending.filter(failed_at__isnull=False).count())
-        yield hooks
+        yield _outbox_gauge("anchorgpu_customer_emails_unsent",
+                            "Customer emails not sent: still to be tried, or given up after the last attempt.",
+                            OrderEmail.objects.filter(sent_at__isnull=True))
+        yield _outbox_gauge("anchorgpu_operator_webhooks_undelivered",
+                            "Operator webhook deliveries not delivered: still to be tried, or given up after the "
+                            "last attempt.", WebhookDelivery.objects.filter(sent_at__isnull=True))
 
     def _bookings(self):
         from anchorgpu.allocation.models import Booking
@@ -219,3 +209,11 @@ def metrics(request):
                             "and send it as 'Authorization: Bearer <token>'.\n",
                             status=403, content_type="text/plain; charset=utf-8")
     return HttpResponse(generate_latest(scrape_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+def _outbox_gauge(name: str, documentation: str, unsent) -> GaugeMetricFamily:
+    """An outbox's rows not sent yet, by status: queued (still to be tried) or given up after the last attempt."""
+    gauge = GaugeMetricFamily(name, documentation, labels=["status"])
+    gauge.add_metric(["queued"], unsent.filter(failed_at__isnull=True).count())
+    gauge.add_metric(["given_up"], unsent.filter(failed_at__isnull=False).count())
+    return gauge
