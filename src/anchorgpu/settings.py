@@ -23,6 +23,14 @@ ANCHORGPU_OPERATOR_WEBHOOK_TIMEOUT       seconds one webhook delivery may take (
 ANCHORGPU_EMAIL_HOST / _PORT / _USER / _PASSWORD / _TLS   SMTP (default: emails go to the console; refused in
                                          production)
 ANCHORGPU_EMAIL_DISABLED                 "1": send no e-mail at all and log none (production needs this or an SMTP host)
+ANCHORGPU_PROVISIONER                    dotted path of the provisioner (default: the simulated one; the real one is
+                                         anchorgpu.access.provisioner.SSHProvisioner)
+ANCHORGPU_HOST_SSH_KEY_FILE              file holding the operator's private SSH key for the GPU hosts (or
+                                         ANCHORGPU_HOST_SSH_KEY: the key itself, from a secret store); never in the
+                                         database
+ANCHORGPU_HOST_SSH_TIMEOUT               seconds to connect to a host, and for one command on it (30)
+ANCHORGPU_STEP_LEASE_SECONDS             how long a worker's claim on one access step lasts before another may take
+                                         it over (900)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
@@ -358,6 +366,11 @@ ANCHORGPU_CATALOG_CACHE = _flag("ANCHORGPU_CATALOG_CACHE", default=True)
 # bench/load.py's ceiling: a bare view that touches no database (anchorgpu.ops.bench_ceiling); off unless asked for.
 ANCHORGPU_BENCH_CEILING = _flag("ANCHORGPU_BENCH_CEILING") and not PRODUCTION
 ANCHORGPU_PROVISIONER = os.environ.get("ANCHORGPU_PROVISIONER", "anchorgpu.orders.provisioner.SimulatedProvisioner")
+# The real provisioner's and fleet discovery's SSH to the hosts (anchorgpu.fleet.ssh): the key is read when used.
+ANCHORGPU_HOST_SSH_KEY_FILE = os.environ.get("ANCHORGPU_HOST_SSH_KEY_FILE", "").strip()
+ANCHORGPU_HOST_SSH_KEY = os.environ.get("ANCHORGPU_HOST_SSH_KEY", "")
+ANCHORGPU_HOST_SSH_TIMEOUT = _whole("ANCHORGPU_HOST_SSH_TIMEOUT", 30)
+ANCHORGPU_STEP_LEASE_SECONDS = _whole("ANCHORGPU_STEP_LEASE_SECONDS", 900, minimum=30)
 # The seller on invoices and credit notes (anchorgpu.billing.seller); the VAT rates are the admin's (VatRate).
 ANCHORGPU_COMPANY_NAME = os.environ.get("ANCHORGPU_COMPANY_NAME", "AnchorGPU").strip()
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", PLACEHOLDER_COMPANY_ADDRESS)  # |: line

@@ -14,7 +14,7 @@ from django.db import connection
 FREE_DEVICES = """
 SELECT d.id, d.host_id, d.index, d.nvlink_pair
   FROM fleet_device d JOIN fleet_host h ON h.id = d.host_id
- WHERE h.product_id = %(product)s AND h.status = 'active'
+ WHERE h.product_id = %(product)s AND h.status = 'active' AND h.sale_block = ''
    AND NOT EXISTS (SELECT 1 FROM allocation_bookingdevice s
                     WHERE s.device_id = d.id AND s.live AND (s.expires_at IS NULL OR s.expires_at > %(now)s)
                       AND s.starts_at < %(end)s AND s.ends_at > %(start)s)

@@ -29,7 +29,7 @@ def _live_at(now: datetime) -> Q:
 
 
 def _bookable_devices(product: Product):
-    return Device.objects.filter(host__product=product, host__status=Host.Status.ACTIVE)
+    return Device.objects.filter(host__product=product, host__status=Host.Status.ACTIVE, host__sale_block="")
 
 
 def _maintenance_overlapping(period_start: datetime, period_end: datetime):
@@ -98,7 +98,8 @@ def _busy_of(products, *, after: datetime, before: datetime | None, now: datetim
     if since is not None:
         until &= Q(starts_at__gte=since)  # the rest ended after ``after`` and started before ``since``: read
     if devices is None:
-        of_devices = Q(device__host__product__in=products, device__host__status=Host.Status.ACTIVE)
+        of_devices = Q(device__host__product__in=products, device__host__status=Host.Status.ACTIVE,
+                       device__host__sale_block="")
         of_hosts = Q(host__product__in=products)
     else:
         of_devices, of_hosts = Q(device_id__in=list(devices)), Q(host_id__in=set(devices.values()))
@@ -115,6 +116,7 @@ def _busy_of(products, *, after: datetime, before: datetime | None, now: datetim
     if by_host:
         if devices is None:
             pairs = Device.objects.filter(host__product__in=products, host__status=Host.Status.ACTIVE,
+                                          host__sale_block="",
                                           host_id__in=by_host).values_list("id", "host_id")
         else:
             pairs = devices.items()
@@ -198,7 +200,8 @@ class Availability:
 
 
 def _units_of(by_id: dict[int, Product]) -> dict[int, list[Unit]]:
-    rows = (Device.objects.filter(host__product__in=list(by_id), host__status=Host.Status.ACTIVE).order_by()
+    rows = (Device.objects.filter(host__product__in=list(by_id), host__status=Host.Status.ACTIVE, host__sale_block="")
+            .order_by()
             .values_list("host__product_id", "id", "host_id", "index", "nvlink_pair"))
     devices: dict[int, list[tuple]] = defaultdict(list)
     for product_id, *device in rows:
@@ -307,7 +310,7 @@ def free_until(device_ids, *, after: datetime, until: datetime, now: datetime, b
     ids = list(device_ids)
     if until <= after:
         return after
-    if Device.objects.filter(pk__in=ids).exclude(host__status=Host.Status.ACTIVE).exists():
+    if Device.objects.filter(pk__in=ids).filter(~Q(host__status=Host.Status.ACTIVE) | ~Q(host__sale_block="")).exists():
         return after
     until = maintenance_from(ids, after=after, until=until)
     slots = BookingDevice.objects.filter(_live_at(now), device_id__in=ids, starts_at__lt=until, ends_at__gt=after)

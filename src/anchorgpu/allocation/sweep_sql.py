@@ -41,11 +41,13 @@ _UNITS = """
 units AS MATERIALIZED (  -- one row per unit: its product, host and card, and a lot's second card
     SELECT h.product_id, d.host_id, d.id AS first, NULL::bigint AS second
       FROM fleet_device d JOIN fleet_host h ON h.id = d.host_id JOIN catalog_product p ON p.id = h.product_id
-     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND p.cards_per_unit = 1
+     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND h.sale_block = ''
+       AND p.cards_per_unit = 1
     UNION ALL
     SELECT h.product_id, d.host_id, min(d.id), max(d.id)
       FROM fleet_device d JOIN fleet_host h ON h.id = d.host_id JOIN catalog_product p ON p.id = h.product_id
-     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND p.cards_per_unit = 2
+     WHERE h.product_id = ANY(%(products)s::bigint[]) AND h.status = 'active' AND h.sale_block = ''
+       AND p.cards_per_unit = 2
        AND d.nvlink_pair IS NOT NULL
      GROUP BY h.product_id, d.host_id, d.nvlink_pair HAVING count(*) = 2
 )"""

@@ -35,6 +35,29 @@ class Host(models.Model):
                               help_text=_("Only active hosts take new bookings. For a planned window, "
                                           "schedule maintenance instead."))
     notes = models.TextField(_("notes"), blank=True)
+    # How the shop reaches the host (the real provisioner and fleet discovery, over SSH). Empty address: a host
+    # of the simulated fleet, or one not connected yet. The operator's private key is never stored here: it is
+    # read from the file or secret the settings name (ANCHORGPU_HOST_SSH_KEY_FILE).
+    ssh_address = models.CharField(_("SSH address"), max_length=255, blank=True,
+                                   help_text=_("Host name or IP address the shop connects to."))
+    ssh_port = models.PositiveIntegerField(_("SSH port"), default=22)
+    ssh_user = models.CharField(_("SSH user"), max_length=32, default="anchorgpu",
+                                help_text=_("The account on the host that the operator's key logs in to."))
+    host_key = models.TextField(
+        _("pinned host key"), blank=True,
+        help_text=_("The host's public SSH key as one line, e.g. 'ssh-ed25519 AAAA…' (ssh-keyscan prints it). "
+                    "A host that answers with another key is refused at every step and the operators are alerted."))
+    runtime = models.CharField(_("container runtime"), max_length=16,
+                               choices=[("podman", "podman"), ("docker", "Docker")], default="podman")
+    last_contact_at = models.DateTimeField(_("last contact"), null=True, blank=True)
+    discovered_at = models.DateTimeField(_("inventory read"), null=True, blank=True)
+    inventory = models.JSONField(_("discovered inventory"), default=dict, blank=True,
+                                 help_text=_("What fleet discovery last read on the host: cards, topology, driver, "
+                                             "CPU, memory, disk and images."))
+    sale_block = models.CharField(
+        _("not sold because"), max_length=500, blank=True,
+        help_text=_("Set by discovery or a host-key mismatch: while it is not empty the host takes no new "
+                    "bookings. Clear it once the cause is fixed (discovery clears its own)."))
 
     class Meta:
         ordering = ["site__code", "name"]
@@ -54,6 +77,10 @@ class Device(models.Model):
     nvlink_pair = models.PositiveSmallIntegerField(
         _("NVLink pair"), null=True, blank=True,
         help_text=_("Devices of one host with the same number are an NVLink pair. Empty: not paired."))
+    gpu_uuid = models.CharField(_("GPU UUID"), max_length=80, blank=True,
+                                help_text=_("The card's UUID as its driver reports it (nvidia-smi, amd-smi); "
+                                            "set by fleet discovery. The container is given this card by it."))
+    pci_bus_id = models.CharField(_("PCI bus id"), max_length=32, blank=True)
 
     class Meta:
         ordering = ["host", "index"]

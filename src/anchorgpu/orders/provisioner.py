@@ -29,7 +29,30 @@ DEFAULT = "anchorgpu.orders.provisioner.SimulatedProvisioner"
 
 class ProvisioningError(Exception):
     """A step could not be done now. The message is kept on the order
-    (``last_error``) for the operator, so say what is wrong and where."""
+    (``last_error``) for the operator, so say what is wrong and where.
+    The step is retried later, with back-off, up to a limit."""
+
+    host: str = ""  # the host concerned, where there is one
+
+
+class HostUnavailable(ProvisioningError):
+    """The host did not answer (no route, refused, timed out, connection lost mid-step). Retried with
+    back-off; a host that stays unreachable sends the order to the operator's queue with this reason."""
+
+    def __init__(self, message: str, *, host: str = ""):
+        super().__init__(message)
+        self.host = host
+
+
+class HostRefused(ProvisioningError):
+    """The host must not be used until an operator looks at it: its SSH host key is not the pinned one, or
+    what it runs contradicts the fleet record (other cards, a missing image, a driver too old). Not retried:
+    the order goes to the operator's queue at once and the operators are alerted."""
+
+    def __init__(self, message: str, *, host: str = "", block_host: bool = False):
+        super().__init__(message)
+        self.host = host
+        self.block_host = block_host  # the host itself is taken off sale (``Host.sale_block``)
 
 
 class Provisioner:
