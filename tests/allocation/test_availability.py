@@ -40,6 +40,8 @@ def _busy_fleet(seed: int, now):
     hosts = [f.host(single, cards=4), f.host(single, cards=2), f.host(other, cards=3), f.host(lots, cards=4),
              f.host(lots, cards=4)]
     f.host(other, cards=2, status=Host.Status.MAINTENANCE)
+    off_sale = f.host(single, cards=2)  # taken off sale by discovery: counted nowhere
+    Host.objects.filter(pk=off_sale.pk).update(sale_block="discovery: cards not as sold")
     services.host_enter_maintenance(host=hosts[1], start=now + 5 * DAY, end=now + 9 * DAY, actor="ops",
                                     reason="cooling", now=now)
     for host in hosts:

@@ -311,6 +311,23 @@ def test_a_host_that_is_not_active_is_not_bookable(now, status):
         services.hold_place(product=p, quantity=1, start=start, term_days=3, now=now)
 
 
+def test_a_host_taken_off_sale_is_not_bookable_until_the_block_is_cleared(now):
+    """Discovery (or a host-key mismatch) sets ``sale_block``: the host's cards stop being offered at once, in
+    the counts and in placement, and come back when the block is cleared."""
+    p = f.product(name="H100 SXM")
+    blocked = f.host(p, cards=2)
+    Host.objects.filter(pk=blocked.pk).update(sale_block="discovery: the host reports 4 cards, the record 2")
+    start = now + HOUR
+    assert selectors.units_free(p, Period.of_days(start, 3), now=now) == []
+    assert selectors.product_units(p) == []
+    assert selectors.earliest_start(p, quantity=1, term_days=3, not_before=start, now=now) is None
+    with pytest.raises(NoLongerAvailable):
+        services.hold_place(product=p, quantity=1, start=start, term_days=3, now=now)
+    Host.objects.filter(pk=blocked.pk).update(sale_block="")
+    hold = services.hold_place(product=p, quantity=2, start=start, term_days=3, now=now)
+    assert set(Device.objects.filter(pk__in=device_ids(hold)).values_list("host_id", flat=True)) == {blocked.pk}
+
+
 def test_only_active_hosts_are_used(now):
     p = f.product()
     active = f.host(p, cards=2)

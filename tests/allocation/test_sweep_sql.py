@@ -38,6 +38,8 @@ def _fleet(seed: int, now):
     hosts = [f.host(single, cards=4), f.host(single, cards=3), f.host(other, cards=2), f.host(lots, cards=4),
              f.host(lots, cards=2)]
     f.host(other, cards=2, status=Host.Status.MAINTENANCE)
+    off_sale = f.host(single, cards=2)  # taken off sale by discovery: counted nowhere
+    Host.objects.filter(pk=off_sale.pk).update(sale_block="discovery: cards not as sold")
     f.host(empty, cards=2, status=Host.Status.RETIRED)
     odd = f.host(lots, cards=2)
     Device.objects.create(host=odd, index=2, uid=f"{odd.name}-gpu2", nvlink_pair=0)  # a pair of three
