@@ -17,24 +17,10 @@ from anchorgpu.fleet import discovery
 from anchorgpu.fleet.models import Device, Host
 from tests import factories as f
 
-from .replay_host import ADDRESS, ReplayHost
+from .replay_host import ADDRESS
 
 pytestmark = pytest.mark.django_db
 H100_UUID = "GPU-00000000-0000-0000-0000-000000000000"  # the capture's masked UUID (see SOURCES.md)
-
-
-@pytest.fixture(scope="module")
-def replay(tmp_path_factory):
-    host = ReplayHost(tmp_path_factory.mktemp("replay-host"))
-    yield host
-    host.stop()
-
-
-@pytest.fixture
-def ssh_settings(settings, replay):
-    settings.ANCHORGPU_HOST_SSH_KEY_FILE = str(replay.operator_key_file)
-    settings.ANCHORGPU_HOST_SSH_TIMEOUT = 10
-    return settings
 
 
 def _env(slug, stack, image, cuda=""):

@@ -32,8 +32,9 @@ def test_query_of_an_h200_and_an_l40s():
 
 def test_query_in_another_column_order_without_memory():
     [card] = p.parse_nvidia_query(text("nvidia-smi-query-rtx2080super-466.csv"))
-    assert card == p.Card(index=0, uuid="GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa", name="NVIDIA GeForce RTX 2080 SUPER",
-                          pci_bus_id="00000000:01:00.0", memory_mib=None, driver_version="466.63")
+    assert card == p.Card(index=0, uuid="GPU-df6e7a7c-7314-46f8-abc4-b88b36dcf3aa",
+                          name="NVIDIA GeForce RTX 2080 SUPER", pci_bus_id="00000000:01:00.0", memory_mib=None,
+                          driver_version="466.63")
 
 
 def test_noheader_nounits_form_reads_in_query_fields_order():
