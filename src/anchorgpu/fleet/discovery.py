@@ -320,10 +320,14 @@ def _apply(*, host_id: int, inv: dict, read_problems: list[str], actor: str, now
         new_block = "" if _ours(old_block) else old_block
     host.inventory, host.discovered_at, host.last_contact_at, host.sale_block = inv, now, now, new_block
     host.save(update_fields=["inventory", "discovered_at", "last_contact_at", "sale_block"])
-    audit_record(actor=actor, action="host_discovered", obj=host, from_state=old_block[:100],
-                 to_state=new_block[:100], reason="; ".join(problems)[:500],
-                 data={"cards": len(inv.get("cards") or []), **_summary(plan)})
+    audit_record(actor=actor, action="host_discovered", obj=host, from_state=_sold(old_block),
+                 to_state=_sold(new_block), reason="; ".join(problems)[:500],
+                 data={"cards": len(inv.get("cards") or []), "sale_block": [old_block, new_block], **_summary(plan)})
     return DiscoveryResult(host=host, inventory=inv, problems=problems, changes=_summary(plan))
+
+
+def _sold(block: str) -> str:
+    return "not sold" if block else "sold"
 
 
 def _ours(block: str) -> bool:
@@ -339,6 +343,6 @@ def _block(*, host: Host, actor: str, reason: str, action: str) -> None:
         old = locked.sale_block
         locked.sale_block = reason
         locked.save(update_fields=["sale_block"])
-        audit_record(actor=actor, action=action, obj=locked, from_state=old[:100], to_state=reason[:100],
-                     reason=reason)
+        audit_record(actor=actor, action=action, obj=locked, from_state=_sold(old), to_state=_sold(reason),
+                     reason=reason, data={"sale_block": [old, reason]})
     host.sale_block = locked.sale_block
