@@ -195,3 +195,58 @@ def test_cli_pin_host_key_shows_the_fingerprint_and_pins_only_with_yes(replay, s
     assert "SHA256:" in capsys.readouterr().out and Host.objects.get(pk=host.pk).host_key == ""
     call_command("fleet", "pin-host-key", "new-host", "--yes")
     assert Host.objects.get(pk=host.pk).host_key.split()[:2] == replay.host_key.split()[:2]
+
+
+def test_pin_host_key_prints_the_fingerprint_ssh_keygen_prints(replay, ssh_settings, h100, capsys):
+    import subprocess
+
+    host = _host(replay, h100, name="fp-host")
+    Host.objects.filter(pk=host.pk).update(host_key="")
+    call_command("fleet", "pin-host-key", "fp-host")
+    expected = subprocess.run(["ssh-keygen", "-lf", str(replay.root / "host_ed25519.pub")], capture_output=True,
+                              text=True, check=True).stdout.split()[1]
+    assert expected.startswith("SHA256:") and expected in capsys.readouterr().out
+
+
+def test_a_booked_device_that_shows_another_card_is_flagged_and_kept(replay, ssh_settings, h100):
+    replay.use("h100")
+    host = _host(replay, h100, cards=1)
+    Device.objects.filter(host=host).update(gpu_uuid="GPU-11111111-2222-3333-4444-555555555555")  # test value
+    services.hold_place(product=h100, quantity=1, start=f.now_minute() + timedelta(hours=1), term_days=3,
+                        reference="ORD-2")
+    discovery.host_discover(host=host, actor="op")
+    device = Device.objects.get(host=host)
+    assert device.gpu_uuid == "GPU-11111111-2222-3333-4444-555555555555"
+    assert f"gpu0 is booked and now shows another card ({H100_UUID})" in Host.objects.get(pk=host.pk).sale_block
+
+
+def test_an_unbooked_card_found_in_another_slot_is_renumbered(replay, ssh_settings, h100):
+    replay.use("h100")
+    host = _host(replay, h100, cards=0)
+    Device.objects.create(host=host, index=3, uid="old-row", gpu_uuid=H100_UUID)
+    discovery.host_discover(host=host, actor="op")
+    device = Device.objects.get(host=host)
+    assert (device.index, device.uid) == (0, H100_UUID)
+    assert Host.objects.get(pk=host.pk).sale_block == ""
+
+
+def test_pairs_of_a_recorded_hgx_topology_are_written_and_the_lot_is_sold(h100):
+    """The reconciliation step alone, on the recorded 8-card HGX H100 matrix. The card UUIDs are test values (no
+    published 8-card query output was found); the name and memory are the recorded H100's."""
+    from pathlib import Path
+
+    from anchorgpu.fleet import inventory_parse
+
+    lot = f.product("h100-lot", name="H100 lot 2 x 80 GB", memory=80, cards_per_unit=2)
+    host = f.host(lot, cards=0)
+    topo = (Path(__file__).parent / "fixtures" / "nvidia-smi-topo-hgx-h100-8x.txt").read_text()
+    links = inventory_parse.parse_nvidia_topology(topo)
+    cards = [{"index": i, "uuid": f"GPU-{i:08x}-0000-4000-8000-00000000test", "name": "NVIDIA H100 80GB HBM3",
+              "pci_bus_id": "", "memory_mib": 81559, "driver_version": "590.48.01"} for i in range(8)]
+    inv = {"vendor": "NVIDIA", "runtime": "podman", "cards": cards, "driver_version": "590.48.01", "images": [],
+           "nvlink": [[a, b, n] for (a, b), n in sorted(links.items())]}
+    result = discovery._apply(host_id=host.pk, inv=inv, read_problems=[], actor="op", now=f.now_minute())
+    assert result.problems == []
+    pairs = dict(Device.objects.filter(host=host).values_list("index", "nvlink_pair"))
+    assert pairs == {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
+    assert len(selectors.product_units(lot)) == 4
