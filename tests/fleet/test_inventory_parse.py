@@ -120,6 +120,10 @@ def test_this_machines_memory_cpus_disk_and_images():
         "localhost/anchorgpu/pytorch:2.7-rocm6.3"]
 
 
+def test_docker_json_lines_skip_untagged_images():
+    assert p.parse_docker_images(text("docker-images-json-lines.txt")) == ["iris-python:latest", "mysql:latest"]
+
+
 @pytest.mark.parametrize("fn, bad, says", [
     (p.parse_meminfo, "MemFree: 1 kB\n", "no MemTotal"),
     (p.parse_nproc, "two\n", "not a CPU count"),
