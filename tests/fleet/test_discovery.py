@@ -250,3 +250,22 @@ def test_pairs_of_a_recorded_hgx_topology_are_written_and_the_lot_is_sold(h100):
     pairs = dict(Device.objects.filter(host=host).values_list("index", "nvlink_pair"))
     assert pairs == {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2, 6: 3, 7: 3}
     assert len(selectors.product_units(lot)) == 4
+
+
+def test_a_record_that_cannot_be_reconciled_is_left_as_it_was_and_flagged(replay, ssh_settings, h100):
+    """The card is recorded in slot 3; slot 0 holds a row the host no longer shows, with a past (released) booking:
+    that row cannot be deleted, so the card cannot move to slot 0. Nothing about the devices changes."""
+    replay.use("h100")
+    host = _host(replay, h100, cards=0)
+    old = Device.objects.create(host=host, index=0, uid="gone-card",
+                                gpu_uuid="GPU-99999999-0000-0000-0000-0000000000aa")  # a test value
+    booking = services.hold_place(product=h100, quantity=1, start=f.now_minute() + timedelta(hours=1), term_days=3)
+    services.hold_release(booking=booking, actor="op")
+    Device.objects.create(host=host, index=3, uid="the-card", gpu_uuid=H100_UUID)
+    before = sorted(Device.objects.filter(host=host).values_list("index", "uid"))
+    result = discovery.host_discover(host=host, actor="op")
+    assert sorted(Device.objects.filter(host=host).values_list("index", "uid")) == before
+    assert result.changes == {"created": [], "updated": {}, "deleted": []}
+    block = Host.objects.get(pk=host.pk).sale_block
+    assert f"{old} is no longer on the host but has past bookings" in block
+    assert "could not be brought in line" in block

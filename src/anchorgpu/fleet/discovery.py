@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
@@ -289,28 +289,13 @@ def _apply(*, host_id: int, inv: dict, read_problems: list[str], actor: str, now
     host = Host.objects.select_related("product").select_for_update(of=("self",)).get(pk=host_id)
     devices = list(host.devices.order_by("index"))
     plan = plan_devices(host, inv, devices=devices, busy=_busy_device_ids(host, now))
-    for d in plan.deletes:
-        try:
-            with transaction.atomic():
-                uid = d.uid
-                d.delete()
-        except ProtectedError:
-            plan.problems.append(f"{d} is no longer on the host but has past bookings: remove it on the host's page "
-                                 "once its history is settled")
-        else:
-            audit_record(actor=actor, action="device_removed_by_discovery", obj=host, data={"uid": uid})
-    moving = [(d, ch) for d, ch in plan.updates if "index" in ch]
-    for d, _ch in moving:  # free the slots first: (host, index) is unique
-        Device.objects.filter(pk=d.pk).update(index=_TEMP_INDEX + d.index)
-    for d, ch in plan.updates:
-        before = {k: getattr(d, k) for k in ch}
-        Device.objects.filter(pk=d.pk).update(**ch)
-        audit_record(actor=actor, action="device_discovered", obj=d,
-                     data={"changed": {k: [before[k], v] for k, v in ch.items()}})
-    for card in plan.creates:
-        d = Device.objects.create(host=host, index=card["index"], uid=card["uuid"], gpu_uuid=card["uuid"],
-                                  pci_bus_id=card.get("pci_bus_id") or "", nvlink_pair=card["nvlink_pair"])
-        audit_record(actor=actor, action="device_discovered", obj=d, data={"created": card["uuid"]})
+    try:
+        with transaction.atomic():  # a savepoint: a record that cannot be reconciled is left as it was
+            _write_devices(host, plan, actor)
+    except IntegrityError as exc:
+        plan.creates, plan.updates, plan.deletes = [], [], []
+        plan.problems.append(f"the device rows could not be brought in line with the host ({exc}); nothing about "
+                             "them was changed: fix them on the host's page")
     problems = read_problems + judge(host, inv, environments=_environments_for(host)) + plan.problems
     inv["problems"] = problems
     old_block = host.sale_block
@@ -324,6 +309,35 @@ def _apply(*, host_id: int, inv: dict, read_problems: list[str], actor: str, now
                  to_state=_sold(new_block), reason="; ".join(problems)[:500],
                  data={"cards": len(inv.get("cards") or []), "sale_block": [old_block, new_block], **_summary(plan)})
     return DiscoveryResult(host=host, inventory=inv, problems=problems, changes=_summary(plan))
+
+
+def _write_devices(host: Host, plan: _Plan, actor: str) -> None:
+    kept = []
+    for d in plan.deletes:
+        try:
+            with transaction.atomic():
+                uid = d.uid
+                d.delete()
+        except ProtectedError:
+            kept.append(d)
+            Device.objects.filter(pk=d.pk).update(nvlink_pair=None)  # no partner among the cards really there
+            plan.problems.append(f"{d} is no longer on the host but has past bookings: remove it on the host's page "
+                                 "once its history is settled")
+        else:
+            audit_record(actor=actor, action="device_removed_by_discovery", obj=host, data={"uid": uid})
+    plan.deletes = [d for d in plan.deletes if d not in kept]
+    moving = [(d, ch) for d, ch in plan.updates if "index" in ch]
+    for d, _ch in moving:  # free the slots first: (host, index) is unique
+        Device.objects.filter(pk=d.pk).update(index=_TEMP_INDEX + d.index)
+    for d, ch in plan.updates:
+        before = {k: getattr(d, k) for k in ch}
+        Device.objects.filter(pk=d.pk).update(**ch)
+        audit_record(actor=actor, action="device_discovered", obj=d,
+                     data={"changed": {k: [before[k], v] for k, v in ch.items()}})
+    for card in plan.creates:
+        d = Device.objects.create(host=host, index=card["index"], uid=card["uuid"], gpu_uuid=card["uuid"],
+                                  pci_bus_id=card.get("pci_bus_id") or "", nvlink_pair=card["nvlink_pair"])
+        audit_record(actor=actor, action="device_discovered", obj=d, data={"created": card["uuid"]})
 
 
 def _sold(block: str) -> str:
