@@ -33,25 +33,28 @@ PRODUCTS = [
 ]
 
 ENVIRONMENTS = [
-    ("pytorch-cuda124", gettext_noop("PyTorch 2.5 · CUDA 12.4 · Ubuntu 22.04"), "cuda", "anchorgpu/pytorch:2.5-cu124"),
+    # slug, name, stack, image, CUDA release, ROCm release (the releases the image tags name)
+    ("pytorch-cuda124", gettext_noop("PyTorch 2.5 · CUDA 12.4 · Ubuntu 22.04"), "cuda", "anchorgpu/pytorch:2.5-cu124",
+     "12.4", ""),
     (
         "pytorch-cuda128",
         gettext_noop("PyTorch 2.7 · CUDA 12.8 (Blackwell-ready) · Ubuntu 24.04"),
         "blackwell",
-        "anchorgpu/pytorch:2.7-cu128",
+        "anchorgpu/pytorch:2.7-cu128", "12.8", "",
     ),
-    ("pytorch-rocm63", gettext_noop("PyTorch 2.7 · ROCm 6.3 · Ubuntu 22.04"), "rocm", "anchorgpu/pytorch:2.7-rocm6.3"),
+    ("pytorch-rocm63", gettext_noop("PyTorch 2.7 · ROCm 6.3 · Ubuntu 22.04"), "rocm", "anchorgpu/pytorch:2.7-rocm6.3",
+     "", "6.3"),
     (
         "bare-cuda",
         gettext_noop("Ubuntu 22.04 with the NVIDIA driver and CUDA toolkit only"),
         "cuda",
-        "anchorgpu/base:cuda-12.4",
+        "anchorgpu/base:cuda-12.4", "12.4", "",
     ),
     (
         "bare-rocm",
         gettext_noop("Ubuntu 22.04 with the ROCm driver and runtime only"),
         "rocm",
-        "anchorgpu/base:rocm-6.3",
+        "anchorgpu/base:rocm-6.3", "", "6.3",
     ),
 ]
 
@@ -95,8 +98,9 @@ def load_catalog() -> dict[str, Product]:
         products[slug], _ = Product.objects.update_or_create(
             slug=slug, defaults=dict(name=name, vendor=vendor, memory_gb_per_card=gb, cards_per_unit=per_unit,
                                      stack=stack, summary=summary, position=position))
-    for position, (slug, name, stack, image) in enumerate(ENVIRONMENTS):
+    for position, (slug, name, stack, image, cuda, rocm) in enumerate(ENVIRONMENTS):
         Environment.objects.update_or_create(slug=slug, defaults=dict(name=name, stack=stack, image=image,
+                                                                       cuda_version=cuda, rocm_version=rocm,
                                                                        position=position))
     for position, (slug, name, description, per_unit, _prices) in enumerate(OPTIONS):
         Option.objects.update_or_create(slug=slug, defaults=dict(name=name, description=description,

@@ -22,6 +22,9 @@ from tests import factories as f
 pytestmark = pytest.mark.django_db
 
 OUR_APPS = {"fleet", "catalog", "allocation", "audit"}
+# The host form's SSH fields at their defaults, as a browser sends them.
+SSH_FIELDS = {"ssh_address": "", "ssh_port": 22, "ssh_user": "anchorgpu", "host_key": "", "runtime": "podman",
+              "sale_block": ""}
 
 
 @pytest.fixture
@@ -131,7 +134,7 @@ def _host_post(host, devices, **changes):
     """The host change form as a browser would send it; ``devices`` is a list
     of (device or None, index, uid, pair, delete)."""
     data = {"name": host.name, "site": host.site_id, "product": host.product_id, "status": host.status,
-            "notes": host.notes, "devices-TOTAL_FORMS": len(devices),
+            "notes": host.notes, **SSH_FIELDS, "devices-TOTAL_FORMS": len(devices),
             "devices-INITIAL_FORMS": sum(1 for d in devices if d[0] is not None),
             "devices-MIN_NUM_FORMS": 0, "devices-MAX_NUM_FORMS": 1000}
     for i, (device, index, uid, pair, delete) in enumerate(devices):
@@ -202,7 +205,7 @@ def test_a_new_host_with_a_bad_topology_saves_nothing(admin_client):
     p = f.product(cards_per_unit=2)
     site = f.site()
     hosts_before = Host.objects.count()
-    data = {"name": "new-host", "site": site.pk, "product": p.pk, "status": "active", "notes": "",
+    data = {"name": "new-host", "site": site.pk, "product": p.pk, "status": "active", "notes": "", **SSH_FIELDS,
             "devices-TOTAL_FORMS": 3, "devices-INITIAL_FORMS": 0, "devices-MIN_NUM_FORMS": 0,
             "devices-MAX_NUM_FORMS": 1000}
     for i, pair in enumerate([0, 0, 1]):

@@ -104,6 +104,7 @@ def test_the_admin_shows_a_refusal_made_at_the_save_itself_as_a_message(admin_cl
     monkeypatch.setattr(services, "host_update", refuse)
     url = reverse("admin:fleet_host_change", args=[h.pk])
     data = {"name": h.name, "site": h.site_id, "product": h.product_id, "status": "retired", "notes": "",
+            "ssh_port": 22, "ssh_user": "anchorgpu", "runtime": "podman",
             "devices-TOTAL_FORMS": 1, "devices-INITIAL_FORMS": 1, "devices-MIN_NUM_FORMS": 0,
             "devices-MAX_NUM_FORMS": 1000, "devices-0-id": device.pk, "devices-0-host": h.pk,
             "devices-0-index": 0, "devices-0-uid": device.uid, "devices-0-nvlink_pair": ""}

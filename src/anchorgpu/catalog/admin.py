@@ -38,11 +38,12 @@ class ProductAdmin(StableSlugMixin, admin.ModelAdmin):
 
 @admin.register(Environment)
 class EnvironmentAdmin(StableSlugMixin, admin.ModelAdmin):
-    list_display = ("name", "slug", "stack", "image", "position", "is_active")
+    list_display = ("name", "slug", "stack", "image", "cuda_version", "rocm_version", "position", "is_active")
     list_editable = ("position", "is_active")
     list_filter = ("is_active", "stack")
     search_fields = ("name", "slug", "image")
-    fields = ("name", "slug", "stack", "image", "description", "position", "is_active")
+    fields = ("name", "slug", "stack", "image", "cuda_version", "rocm_version", "description", "position",
+              "is_active")
 
 
 @admin.register(Option)

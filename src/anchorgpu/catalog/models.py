@@ -1,3 +1,4 @@
+import re
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -48,7 +49,18 @@ class Environment(models.Model):
     slug = models.SlugField(_("slug"), unique=True)
     name = models.CharField(_("name"), max_length=120)
     stack = models.CharField(_("built for"), max_length=16, choices=STACK_CHOICES)
-    image = models.CharField(_("image reference"), max_length=200, blank=True)
+    image = models.CharField(_("image reference"), max_length=200, blank=True,
+                             help_text=_("The container image, as the host's runtime lists it (e.g. "
+                                         "'registry.example.com/pytorch:2.5-cu124'). Fleet discovery checks that "
+                                         "every host it would run on has it; a host without it is not sold."))
+    cuda_version = models.CharField(
+        _("CUDA version"), max_length=16, blank=True,
+        help_text=_("The CUDA release the image is built with (e.g. 12.4), for a CUDA image: fleet discovery stops "
+                    "selling a host whose NVIDIA driver is too old for it."))
+    rocm_version = models.CharField(
+        _("ROCm version"), max_length=16, blank=True,
+        help_text=_("The ROCm release the image is built with (e.g. 6.3), for a ROCm image. Recorded for the "
+                    "operator; the shop does not judge an AMD driver against it."))
     description = models.TextField(_("description"), blank=True)
     position = models.PositiveSmallIntegerField(_("position"), default=0)
     is_active = models.BooleanField(_("offered"), default=True)
@@ -60,6 +72,17 @@ class Environment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        for field in ("cuda_version", "rocm_version"):
+            value = (getattr(self, field) or "").strip()
+            setattr(self, field, value)
+            if value and not re.fullmatch(r"\d+(\.\d+){0,2}", value):
+                raise ValidationError({field: _("Write a release number such as 12.4.")})
+        if self.cuda_version and self.stack == "rocm":
+            raise ValidationError({"cuda_version": _("A ROCm environment has no CUDA version.")})
+        if self.rocm_version and self.stack != "rocm":
+            raise ValidationError({"rocm_version": _("Only a ROCm environment has a ROCm version.")})
 
 
 class Option(models.Model):

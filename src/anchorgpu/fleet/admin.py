@@ -23,7 +23,9 @@ from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 
+from . import discovery
 from . import services as fleet_services
+from .admin_inventory import INVENTORY_HELP, SSH_HELP, inventory_html
 from .models import Device, Host, Site
 
 # --- sites -----------------------------------------------------------------
@@ -93,7 +95,8 @@ class DeviceInlineFormSet(forms.BaseInlineFormSet):
 class DeviceInline(admin.TabularInline):
     model = Device
     formset = DeviceInlineFormSet
-    fields = ("index", "uid", "nvlink_pair")
+    fields = ("index", "uid", "nvlink_pair", "gpu_uuid", "pci_bus_id")
+    readonly_fields = ("gpu_uuid", "pci_bus_id")
     extra = 0
     ordering = ("index",)
 
@@ -101,13 +104,52 @@ class DeviceInline(admin.TabularInline):
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
     form = HostAdminForm
-    list_display = ("name", "site", "product", "status", "device_count")
+    list_display = ("name", "site", "product", "status", "device_count", "last_contact_at", "sold")
     list_filter = ("site", "product", "status")
     list_select_related = ("site", "product")
-    search_fields = ("name", "devices__uid")
-    fields = ("name", "site", "product", "status", "notes")
+    search_fields = ("name", "devices__uid", "devices__gpu_uuid", "ssh_address")
+    fieldsets = (
+        (None, {"fields": ("name", "site", "product", "status", "notes")}),
+        (_("How the shop reaches it"), {"fields": ("ssh_address", "ssh_port", "ssh_user", "host_key", "runtime"),
+                                        "description": SSH_HELP}),
+        (_("What it really has"), {"fields": ("inventory_table", "discovered_at", "last_contact_at", "sale_block"),
+                                   "description": INVENTORY_HELP}),
+    )
+    readonly_fields = ("inventory_table", "discovered_at", "last_contact_at")
     inlines = [DeviceInline]
-    actions = ["schedule_maintenance"]
+    actions = ["schedule_maintenance", "read_inventory"]
+    DISCOVER_AT_ONCE = 10  # hosts read by one click; each takes a few seconds over SSH
+
+    @admin.display(description=_("discovered inventory"))
+    def inventory_table(self, obj):
+        return inventory_html(obj.inventory or {})
+
+    @admin.display(description=_("sold"), boolean=True)
+    def sold(self, obj):
+        return not obj.sale_block
+
+    @admin.action(description=_("Read the inventory over SSH"), permissions=["change"])
+    def read_inventory(self, request, queryset):
+        hosts = list(queryset.select_related("product")[:self.DISCOVER_AT_ONCE + 1])
+        if len(hosts) > self.DISCOVER_AT_ONCE:
+            self.message_user(request, _("Select at most %(n)d hosts at a time.") % {"n": self.DISCOVER_AT_ONCE},
+                              messages.WARNING)
+            return None
+        for host in hosts:
+            try:
+                result = discovery.host_discover(host=host, actor=request.user.get_username())
+            except discovery.DiscoveryError as exc:
+                self.message_user(request, _("%(host)s could not be read: %(why)s") % {
+                    "host": host.name, "why": exc.message}, messages.ERROR)
+                continue
+            cards = len(result.inventory.get("cards") or [])
+            if result.host.sale_block:
+                self.message_user(request, _("%(host)s: %(cards)d card(s) read; not sold: %(why)s") % {
+                    "host": host.name, "cards": cards, "why": result.host.sale_block}, messages.WARNING)
+            else:
+                self.message_user(request, _("%(host)s: %(cards)d card(s) read; it matches its product.") % {
+                    "host": host.name, "cards": cards}, messages.SUCCESS)
+        return None
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_device_count=Count("devices"))

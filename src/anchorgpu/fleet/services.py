@@ -25,8 +25,9 @@ from anchorgpu.catalog.models import Product
 
 from .models import Device, Host, validate_topology
 
-# The host fields an operator edits.
-HOST_FIELDS = ("name", "site", "product", "status", "notes")
+# The host fields an operator edits (how the shop reaches it, and the sale block, included).
+HOST_FIELDS = ("name", "site", "product", "status", "notes", "ssh_address", "ssh_port", "ssh_user", "host_key",
+               "runtime", "sale_block")
 
 
 class HostUpdateRefused(Exception):
