@@ -89,11 +89,11 @@ def test_single_card_topology_with_terminal_underline_codes():
 
 @pytest.mark.parametrize("bad, says", [
     ("", "printed nothing"),
-    ("hello world\n", "not the matrix header"),
+    ("hello world\n", "no GPU matrix"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\nGPU1\tNV2\t X \t0-3\n", "shows 4 and 2"),
     ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-3\n", "are not the GPU columns"),
-    ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV4\n", "has 1 cells"),
-    ("\tGPU0\tCPU Affinity\nGPU0\tSYS\t0-3\n", "does not mark itself"),
+    ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tNV4\nGPU1\tNV4\t X \tSYS\nGPU2\tSYS\tSYS\t X \n", "has 1 cells"),
+    ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV4\t X \t0-3\nGPU1\tNV4\t X \t0-3\n", "marks GPU1, not itself, X"),
 ])
 def test_malformed_topology_is_refused(bad, says):
     with pytest.raises(ValueError, match=says):

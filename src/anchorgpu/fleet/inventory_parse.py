@@ -18,6 +18,8 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from anchorgpu.pilot.topology import parse_nvidia_smi_topo
+
 QUERY_FIELDS = ("index", "uuid", "name", "pci.bus_id", "memory.total", "driver_version")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi underlines the topo header on a terminal-like output
 _NV = re.compile(r"^NV(\d+)$")
@@ -109,50 +111,37 @@ def _check_distinct(cards: list[Card], what: str) -> None:
 def parse_nvidia_topology(text: str) -> dict[tuple[int, int], int]:
     """NVLink bonds from ``nvidia-smi topo -m``: ``{(i, j): links}`` for i < j, from the GPU rows' NV# cells.
 
-    Other cells (SYS, NODE, PHB, PXB, PIX) are PCIe paths and are left out; NIC rows and columns are skipped.
-    A matrix whose NV cells disagree across the diagonal is refused."""
+    The matrix is read by the pilot kit's parser (``pilot.topology``, which also drops the terminal's underline
+    codes and the NIC rows and columns); this adds what a fleet record needs on top: every GPU row marks itself
+    ``X``, the rows are the columns, and the NV cells agree across the diagonal. PCIe paths (SYS, NODE, PHB,
+    PXB, PIX) are left out."""
     what = "nvidia-smi topo -m"
-    lines = [ln for ln in _lines(text, what) if ln.strip()]
-    if not lines:
+    if not any(line.strip() for line in _lines(text, what)):
         raise ValueError(f"{what}: printed nothing")
-    columns = []
-    for token in lines[0].split():
-        if token == "CPU" or token.startswith("CPU"):
-            break
-        columns.append(token)
-    if not columns or not all(re.fullmatch(r"[A-Za-z_]+\d+", c) for c in columns):
-        raise ValueError(f"{what}: the first line is not the matrix header: {lines[0][:120]!r}")
-    gpu_cols = {i: int(c[3:]) for i, c in enumerate(columns) if re.fullmatch(r"GPU\d+", c)}
-    if not gpu_cols:
-        raise ValueError(f"{what}: no GPU column in the header")
+    try:
+        matrix = parse_nvidia_smi_topo(text)["links"]
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    columns = {peer for row in matrix.values() for peer in row} | set(matrix)
+    if set(matrix) != columns:
+        raise ValueError(f"{what}: the GPU rows ({sorted(matrix)}) are not the GPU columns ({sorted(columns)})")
     links: dict[tuple[int, int], int] = {}
-    rows_seen = set()
-    for line in lines[1:]:
-        cells = line.split()
-        if cells[0] == "Legend:":
-            break
-        if not re.fullmatch(r"GPU\d+", cells[0]):
-            continue  # a NIC row
-        me = int(cells[0][3:])
-        if len(cells) - 1 < len(columns):
-            raise ValueError(f"{what}: row {cells[0]} has {len(cells) - 1} cells for {len(columns)} columns")
-        rows_seen.add(me)
-        for col, other in gpu_cols.items():
-            cell = cells[1 + col]
-            if other == me:
-                if cell != "X":
-                    raise ValueError(f"{what}: row {cells[0]} does not mark itself X")
-                continue
+    for name, row in matrix.items():
+        me = int(name[3:])
+        if len(row) != len(columns) - 1:
+            raise ValueError(f"{what}: row {name} has {len(row)} cells for {len(columns) - 1} other GPUs")
+        for peer, cell in row.items():
             m = _NV.match(cell)
-            if m:
-                key = (min(me, other), max(me, other))
-                count = int(m.group(1))
-                if key in links and links[key] != count:
-                    raise ValueError(f"{what}: GPU{key[0]}–GPU{key[1]} shows {links[key]} and {count} NVLinks")
-                links[key] = count
-    if rows_seen != set(gpu_cols.values()):
-        raise ValueError(f"{what}: the GPU rows ({sorted(rows_seen)}) are not the GPU columns "
-                         f"({sorted(gpu_cols.values())})")
+            if cell == "X":
+                raise ValueError(f"{what}: row {name} marks {peer}, not itself, X")
+            if not m:
+                continue
+            other = int(peer[3:])
+            key = (min(me, other), max(me, other))
+            count = int(m.group(1))
+            if key in links and links[key] != count:
+                raise ValueError(f"{what}: GPU{key[0]}–GPU{key[1]} shows {links[key]} and {count} NVLinks")
+            links[key] = count
     return links
 
 
