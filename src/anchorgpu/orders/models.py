@@ -95,6 +95,22 @@ class Order(models.Model):
     provisioning_attempts = models.PositiveSmallIntegerField(_("failed provisioning attempts"), default=0)
     last_error = models.TextField(_("last provisioning error"), blank=True)
     end_warned_at = models.DateTimeField(_("end-of-term warning sent"), null=True, blank=True)
+    # The worker's claim on the one step (or wipe) under way for this order (``orders.step_lease``): who holds it,
+    # which step, since when and until when. The step's remote work runs with no transaction open; the lease is
+    # what keeps a second worker off it meanwhile.
+    lease_owner = models.CharField(_("step held by"), max_length=120, blank=True,
+                                   help_text=_("The worker running a step now: host name, process id, token."))
+    lease_step = models.CharField(_("step under way"), max_length=32, blank=True)
+    lease_started_at = models.DateTimeField(_("step started"), null=True, blank=True)
+    lease_until = models.DateTimeField(_("step held until"), null=True, blank=True)
+    retry_at = models.DateTimeField(_("next attempt not before"), null=True, blank=True,
+                                    help_text=_("After a failed step or wipe, the back-off before the next try."))
+    unreachable_attempts = models.PositiveSmallIntegerField(_("attempts that found the host unreachable"),
+                                                            default=0)
+    # Set when the term ends (or the order ends early): the machine is wiped by the worker after that
+    # (``orders.wipes``), outside the term-end transaction; the ``wipe`` step row records it, with its proof.
+    wipe_due_at = models.DateTimeField(_("wipe due"), null=True, blank=True)
+    wipe_attempts = models.PositiveSmallIntegerField(_("failed wipe attempts"), default=0)
     # Set by the chain watcher when money it credited is no longer on chain (a reorganisation deeper than the
     # confirmations, or the deposit address holding less than was credited); cleared by an operator's decision.
     chain_alert = models.TextField(_("chain alert"), blank=True,
@@ -170,6 +186,7 @@ class ProvisioningStep(models.Model):
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="steps")
     step = models.CharField(_("step"), max_length=32, choices=STEP_CHOICES)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"))
     detail = models.JSONField(_("detail"), default=dict, blank=True)
 
@@ -235,6 +252,8 @@ class OperatorEvent(models.Model):
         REORG_RESOLVED = "order.reorg_resolved", _("payment back on chain")
         PROVISIONING_FAILED = "order.provisioning_failed", _("access preparation failed")
         REFUND_DUE = "order.refund_due", _("refund due")
+        WIPE_FAILED = "order.wipe_failed", _("machine could not be wiped")
+        HOST_REFUSED = "host.refused", _("host refused: taken off sale or needs a look")
 
     uid = models.UUIDField(_("event id"), default=uuid.uuid4, unique=True, editable=False)
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events")

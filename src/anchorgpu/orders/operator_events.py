@@ -123,3 +123,16 @@ def on_refund_due(order: Order, *, why: str = "") -> None:
         text = why or (f"{excess} base units were received that the order does not keep: refund them to the "
                        "customer's refund address." if excess else "A refund is due.")
     operator_event_raise(order=order, kind=kind, key=next_key(order, kind), text=text)
+
+
+def on_host_refused(*, host, why: str, order: Order | None = None) -> OperatorEvent | None:
+    """A host was refused (``HostRefused``: its SSH host key is not the pinned one, or it contradicts the fleet
+    record), in the caller's transaction. Raised once per host and finding (the key names both)."""
+    block = f" It is taken off sale: {host.sale_block}" if host.sale_block else ""
+    text = (f"Host {host.name} was refused: {why}.{block} Check the host (and its pinned key or fleet record) "
+            f"before it is used again; clear its sale block once fixed.")
+    key = f"host:{host.pk}:{why}"[:200]
+    data = {"host": {"name": host.name, "ssh_address": host.ssh_address, "sale_block": host.sale_block}}
+    if order is None:
+        raise ValueError("a host alert is raised about the order that found it")
+    return operator_event_raise(order=order, kind=Kind.HOST_REFUSED, key=key, text=text, data=data)
