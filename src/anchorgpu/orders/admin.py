@@ -15,6 +15,7 @@ from django.utils.translation import ngettext
 from anchorgpu.admin_base import ReadOnlyModelAdmin
 
 from . import admin_panels as panels
+from . import admin_steps
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
 from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
@@ -38,7 +39,9 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
         (_("Payment"), {"fields": ("claimed_txid", "claimed_at", "paid_at", "excess", "refund_due",
                                    "refund_address", "chain_alert", "chain_alert_at")}),
         (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
-                                  "provisioning_attempts", "last_error", "end_warned_at")}),
+                                  "provisioning_attempts", "unreachable_attempts", "last_error", "lease_step",
+                                  "lease_owner", "lease_started_at", "lease_until", "retry_at", "end_warned_at",
+                                  "wipe_due_at", "wipe_attempts")}),
     )
 
     @admin.display(description=_("total"), ordering="fiat_total")
@@ -62,7 +65,8 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
             "claim_checks": panels.claim_checks(order),
             "refunds": order.refunds.all(),
             "ssh_keys": order.ssh_keys.all(),
-            "steps": order.steps.all(),
+            "steps": admin_steps.step_rows(order),
+            "access_status": admin_steps.access_status(order),
             "emails": order.emails.exclude(kind=OrderEmail.Kind.OPERATOR_ALERT, event__isnull=False),
             "operator_events": order.operator_events.prefetch_related("emails", "deliveries"),
             "audit_trail": panels.audit_trail(order),
