@@ -245,3 +245,28 @@ def test_the_operator_clears_a_stuck_lease_and_the_back_off(shop_db):
     entry = AuditEntry.objects.get(object_id=str(order.pk), action="step_retry")
     assert entry.data["lease"].startswith("allocate_devices by other-machine:7:dead")
     assert provision_due() == 1 and fresh(order).state == "active"
+
+
+def test_a_host_refused_with_no_order_alerts_the_operators_about_the_host_alone(shop_db, settings, mailoutbox):
+    from django.db import transaction
+
+    from anchorgpu.orders.models import OrderEmail, WebhookDelivery
+    from anchorgpu.orders.notify import emails_send_due
+    from anchorgpu.orders.operator_events import on_host_refused
+
+    settings.ANCHORGPU_OPERATOR_EMAILS = "ops@example.com"
+    settings.ANCHORGPU_OPERATOR_WEBHOOK_URLS = ["https://hooks.example.com/anchorgpu"]
+    host = Host.objects.order_by("name").first()
+    host.sale_block = "discovery: 7 cards found, 8 in the fleet record"
+    with transaction.atomic():
+        event = on_host_refused(host=host, why="the host key is not the pinned one")
+        assert on_host_refused(host=host, why="the host key is not the pinned one") is None  # once per finding
+    assert event.order is None and event.host == host and event.kind == "host.refused"
+    assert event.payload["data"]["host"]["name"] == host.name and "order" not in event.payload["data"]
+    assert WebhookDelivery.objects.filter(event=event).count() == 1
+    email = OrderEmail.objects.get(event=event)
+    assert email.order is None
+    assert emails_send_due() == 1
+    sent = mailoutbox[-1]
+    assert sent.to == ["ops@example.com"] and f"host {host.name}" in sent.subject
+    assert "the host key is not the pinned one" in sent.body and f"/admin/fleet/host/{host.pk}/" in sent.body

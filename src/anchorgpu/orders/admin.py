@@ -209,7 +209,7 @@ class WebhookDeliveryAdmin(ReadOnlyModelAdmin):
     list_display = ("event_kind", "order_link", "endpoint", "state", "attempts", "last_status", "last_error",
                     "created_at")
     list_filter = (DeliveryStatusFilter, "event__kind")
-    list_select_related = ("event__order",)
+    list_select_related = ("event__order", "event__host")
     search_fields = ("event__order__reference", "url")
     ordering = ("-created_at", "-id")
     actions = ["send_again"]
@@ -248,6 +248,10 @@ class WebhookDeliveryAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("order"), ordering="event__order__reference")
     def order_link(self, obj):
         order = obj.event.order
+        if order is None:  # an alert about a host alone
+            host = obj.event.host
+            return format_html('<a href="{}">{}</a>', reverse("admin:fleet_host_change", args=[host.pk]),
+                               obj.event.subject) if host is not None else "—"
         return format_html('<a href="{}">{}</a>', reverse("admin:orders_order_change", args=[order.pk]),
                            order.reference)
 

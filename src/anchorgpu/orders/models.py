@@ -212,7 +212,8 @@ class OrderEmail(models.Model):
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
         REFUND_SENT = "refund_sent", _("refund found on chain")
 
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
+    # None only for an alert to the operators about a host rather than an order (``operator_events``).
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails", null=True, blank=True)
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
     event = models.ForeignKey("OperatorEvent", on_delete=models.CASCADE, null=True, blank=True,
                               related_name="emails", help_text=_("The event an alert to the operators is about."))
@@ -236,7 +237,7 @@ class OrderEmail(models.Model):
         verbose_name_plural = _("customer emails")
 
     def __str__(self) -> str:
-        return f"{self.order} · {self.kind}"
+        return f"{self.order or (self.event.subject if self.event_id else '?')} · {self.kind}"
 
 
 class OperatorEvent(models.Model):
@@ -256,7 +257,11 @@ class OperatorEvent(models.Model):
         HOST_REFUSED = "host.refused", _("host refused: taken off sale or needs a look")
 
     uid = models.UUIDField(_("event id"), default=uuid.uuid4, unique=True, editable=False)
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events")
+    # About an order, or (a host refused with no order concerned, e.g. found by fleet discovery) about a host only.
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events", null=True,
+                              blank=True)
+    host = models.ForeignKey("fleet.Host", on_delete=models.CASCADE, related_name="operator_events", null=True,
+                             blank=True, help_text=_("The host the event is about, where there is one."))
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices)
     key = models.CharField(_("key"), max_length=200,
                            help_text=_("What makes it this event (the same finding seen again is not raised)."))
@@ -266,12 +271,25 @@ class OperatorEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["order", "kind", "key"], name="operator_event_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["order", "kind", "key"], name="operator_event_once"),
+            models.UniqueConstraint(fields=["host", "kind", "key"], condition=Q(order__isnull=True),
+                                    name="host_event_once"),
+            models.CheckConstraint(condition=Q(order__isnull=False) | Q(host__isnull=False),
+                                   name="operator_event_about_something"),
+        ]
         verbose_name = _("operator event")
         verbose_name_plural = _("operator events")
 
     def __str__(self) -> str:
-        return f"{self.order} · {self.kind}"
+        return f"{self.subject} · {self.kind}"
+
+    @property
+    def subject(self) -> str:
+        """What the event is about, in a few words: the order's reference, else the host's name."""
+        if self.order_id:
+            return str(self.order)
+        return f"host {self.host.name}" if self.host_id else "?"
 
     @property
     def event_id(self) -> str:

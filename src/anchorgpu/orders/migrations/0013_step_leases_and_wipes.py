@@ -1,12 +1,13 @@
 """Access steps run outside transactions (DESIGN §6): the worker's lease on an order's step, the back-off before
 the next try, the unreachable-host count, the wipe due after the term and its failed attempts; a step's start;
-the operator events about a failed wipe and a refused host.
+the operator events about a failed wipe and a refused host, which may be about a host alone (no order).
 
 SQLite adds the counters by rebuilding the orders table: the triggers of 0008 are taken down first and put
 back after, as in 0012."""
 
 import importlib
 
+import django.db.models.deletion
 from django.db import migrations, models
 
 _LIVE_BOOKING = importlib.import_module("anchorgpu.orders.migrations.0008_order_needs_live_booking")
@@ -23,11 +24,17 @@ def _sqlite(statements):
 class Migration(migrations.Migration):
 
     dependencies = [
+        ('fleet', '0002_host_ssh_and_discovery'),
         ('orders', '0012_order_business_and_tax'),
     ]
 
     operations = [
         migrations.RunPython(_sqlite(_LIVE_BOOKING.SQLITE_DOWN), _sqlite(_LIVE_BOOKING.SQLITE_UP)),
+        migrations.AddField(
+            model_name='operatorevent',
+            name='host',
+            field=models.ForeignKey(blank=True, help_text='The host the event is about, where there is one.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='operator_events', to='fleet.host'),
+        ),
         migrations.AddField(
             model_name='order',
             name='lease_owner',
@@ -77,6 +84,24 @@ class Migration(migrations.Migration):
             model_name='operatorevent',
             name='kind',
             field=models.CharField(choices=[('order.underpaid', 'underpaid'), ('order.paid_late', 'paid after expiry, cards taken'), ('order.wrong_asset', 'paid in another coin, token or network'), ('order.reorged', 'payment no longer on chain'), ('order.reorg_resolved', 'payment back on chain'), ('order.provisioning_failed', 'access preparation failed'), ('order.refund_due', 'refund due'), ('order.wipe_failed', 'machine could not be wiped'), ('host.refused', 'host refused: taken off sale or needs a look')], max_length=40, verbose_name='kind'),
+        ),
+        migrations.AlterField(
+            model_name='operatorevent',
+            name='order',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='operator_events', to='orders.order'),
+        ),
+        migrations.AlterField(
+            model_name='orderemail',
+            name='order',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='emails', to='orders.order'),
+        ),
+        migrations.AddConstraint(
+            model_name='operatorevent',
+            constraint=models.UniqueConstraint(condition=models.Q(('order__isnull', True)), fields=('host', 'kind', 'key'), name='host_event_once'),
+        ),
+        migrations.AddConstraint(
+            model_name='operatorevent',
+            constraint=models.CheckConstraint(condition=models.Q(('order__isnull', False), ('host__isnull', False), _connector='OR'), name='operator_event_about_something'),
         ),
         migrations.RunPython(_sqlite(_LIVE_BOOKING.SQLITE_UP), _sqlite(_LIVE_BOOKING.SQLITE_DOWN)),
     ]
