@@ -270,3 +270,20 @@ def test_a_host_refused_with_no_order_alerts_the_operators_about_the_host_alone(
     sent = mailoutbox[-1]
     assert sent.to == ["ops@example.com"] and f"host {host.name}" in sent.subject
     assert "the host key is not the pinned one" in sent.body and f"/admin/fleet/host/{host.pk}/" in sent.body
+
+
+def test_a_failed_order_whose_term_is_over_has_its_machine_wiped(shop_db):
+    order = paid_order()
+    Host.objects.filter(devices__slots__booking=order.booking).update(status=Host.Status.MAINTENANCE)
+    at = order.starts_at
+    for _attempt in range(3):
+        at += 10 * MINUTE
+        provision_due(now=at)
+    order = fresh(order)
+    assert order.state == "failed" and [s.step for s in steps_of(order)] == STEPS[:3]
+    assert terms_end_due(now=order.ends_at - MINUTE) == 0 and fresh(order).wipe_due_at is None  # may be retried
+    assert terms_end_due(now=order.ends_at) == 1
+    assert fresh(order).wipe_due_at == order.ends_at
+    assert wipes_due(now=order.ends_at) == 1
+    assert ProvisioningStep.objects.filter(order=order, step=WIPE).count() == 1
+    assert terms_end_due(now=order.ends_at + MINUTE) == 0

@@ -177,7 +177,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
     if state is S.ACTIVE:
         tools.append(Tool("health_recheck", _("Re-check health")))
         tools.append(Tool("end_term", _("End the term now")))
-    if order.wipe_due_at is not None:
+    if order.wipe_due_at is not None or (state is S.FAILED and order.ends_at <= timezone.now()
+                                         and order.steps.exists() and not order.steps.filter(step="wipe").exists()):
         tools.append(Tool("wipe_now", _("Wipe now")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))

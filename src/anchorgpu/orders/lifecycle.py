@@ -26,6 +26,7 @@ from anchorgpu.audit.services import SYSTEM, audit_record
 from . import notify, operator_events
 from .errors import InvalidOrder, NotAllowedNow
 from .models import Order
+from .provisioning import WIPE
 from .states import OrderState
 from .transitions import order_lock, order_transition
 from .wipes import wipe_mark_due
@@ -163,6 +164,23 @@ def terms_end_due(now: datetime | None = None) -> int:
         except Exception:  # noqa: BLE001 - one order's failure must not stop the others
             log.exception("order #%s: could not end the term; it stays active and is retried", pk)
     changed += _strand_due(now)
+    changed += _failed_wipes_due(now)
+    return changed
+
+
+def _failed_wipes_due(now: datetime) -> int:
+    """A FAILED order whose term is over can no longer be retried (``order_retry_provisioning``): whatever its
+    steps left on the machine is to be wiped, from the term's end. Its booking stays until the operator
+    refunds it; its period has passed."""
+    changed = 0
+    due = (Order.objects.filter(state=S.FAILED.value, ends_at__lte=now, wipe_due_at__isnull=True,
+                                steps__isnull=False).exclude(steps__step=WIPE).distinct())
+    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if order is None or order.state != S.FAILED.value or order.ends_at > now:
+                continue
+            changed += wipe_mark_due(order, now=order.ends_at)
     return changed
 
 
