@@ -287,3 +287,44 @@ def test_a_failed_order_whose_term_is_over_has_its_machine_wiped(shop_db):
     assert wipes_due(now=order.ends_at) == 1
     assert ProvisioningStep.objects.filter(order=order, step=WIPE).count() == 1
     assert terms_end_due(now=order.ends_at + MINUTE) == 0
+
+
+def test_a_refused_host_at_the_wipe_alerts_at_once_without_retrying(shop_db):
+    from anchorgpu.orders.retry import MAX_WIPE_FAILURES
+
+    class KeyChanged(SimulatedProvisioner):
+        def wipe(self, order):
+            name = order.booking.slots.first().device.host.name
+            raise HostRefused(f"{name}: the host key is not the pinned one", host=name, block_host=True)
+
+    order = shop.activate(shop.place(shop.customer()))
+    order_end_now(order=order, actor="operator", reason="customer asked")
+    assert wipes_due(provisioner=KeyChanged()) == 1
+    order = fresh(order)
+    assert order.wipe_attempts == MAX_WIPE_FAILURES and order.wipe_due_at is not None
+    assert wipes_due(provisioner=KeyChanged(), now=timezone.now() + timedelta(days=1)) == 0  # not retried
+    kinds = set(OperatorEvent.objects.filter(order=order).values_list("kind", flat=True))
+    assert {"order.wipe_failed", "host.refused"} <= kinds
+    assert order.booking.slots.first().device.host.sale_block
+
+
+def test_a_step_still_running_when_the_term_ends_is_dropped_and_the_wipe_waits_for_its_lease(shop_db):
+    class SlowWhileTheTermEnds(SimulatedProvisioner):
+        def prepare_environment(self, order):
+            detail = super().prepare_environment(order)
+            # While this step runs remotely, the term ends: the order fails and its wipe is due...
+            assert terms_end_due(now=order.ends_at) == 1
+            held = fresh(order)
+            assert held.state == "failed" and held.wipe_due_at == order.ends_at
+            # ...but the wipe does not start while this worker still holds the order's lease.
+            assert wipes_due(now=order.ends_at) == 0 and held.lease_step == "prepare_environment"
+            return detail
+
+    order = paid_order()
+    # The steps start a minute before the term's end, so the lease is still good when the term ends.
+    assert provision_due(provisioner=SlowWhileTheTermEnds(), now=order.ends_at - MINUTE) == 1
+    order = fresh(order)
+    assert [s.step for s in steps_of(order)] == ["allocate_devices"]  # the late result was not recorded
+    assert order.lease_owner == ""
+    assert wipes_due(now=order.ends_at) == 1
+    assert ProvisioningStep.objects.filter(order=order, step=WIPE).exists()
