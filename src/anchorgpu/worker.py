@@ -25,6 +25,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.orders.notify import emails_send_due
     from anchorgpu.orders.webhooks import webhooks_send_due
+    from anchorgpu.orders.wipes import wipes_due
     from anchorgpu.payments.claim_check import claims_recheck_due
     from anchorgpu.payments.refunds import refunds_verify_due
     from anchorgpu.payments.watch import watch_poll_all
@@ -32,8 +33,9 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
 
     # Transfers are found first, so a payment that arrived in time is counted before its quote is expired.
     # Expired quotes free their cards before anything else reads availability;
-    # ended terms are released and wiped before the next term on the same
-    # cards is provisioned. The emails and webhooks go after the sweeps that queue them.
+    # ended terms are released, then their machines wiped, before the next term on the same
+    # cards is provisioned (which waits for that wipe in any case). The emails and webhooks go after the sweeps
+    # that queue them.
     return [
         ("chains_poll", lambda: watch_poll_all()),
         ("claims_recheck_due", lambda: claims_recheck_due()),
@@ -41,6 +43,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("orders_expire_due", lambda: orders_expire_due()),
         ("hold_expire_due", lambda: hold_expire_due()),
         ("terms_end_due", lambda: terms_end_due()),
+        ("wipes_due", lambda: wipes_due()),
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
         ("emails_send_due", lambda: emails_send_due()),

@@ -45,8 +45,10 @@ class Worker:
 class Workers:
     """Starts workers that write their output under ``folder`` and their step marks to ``marks``."""
 
-    def __init__(self, folder: Path, marks: Path, *, pause: float = 0.1, interval: float = 0.2):
+    def __init__(self, folder: Path, marks: Path, *, pause: float = 0.1, interval: float = 0.2,
+                 provisioner: str = "tests.faults.provisioners.Marking", ledger: Path | None = None):
         self.folder, self.marks, self.pause, self.interval = folder, marks, pause, interval
+        self.provisioner, self.ledger = provisioner, ledger
         self.started: list[Worker] = []
         # The child connects to the database this test uses, as committed rows (a transactional test).
         self.url = _url(connection.settings_dict)
@@ -54,7 +56,7 @@ class Workers:
     def start(self) -> Worker:
         output = self.folder / f"worker-{len(self.started)}.log"
         env = {**os.environ, "ANCHORGPU_DATABASE_URL": self.url, "DATABASE_URL": self.url,
-               "ANCHORGPU_PROVISIONER": "tests.faults.provisioners.Marking",
+               "ANCHORGPU_PROVISIONER": self.provisioner, "ANCHORGPU_FAULT_LEDGER": str(self.ledger or ""),
                "ANCHORGPU_FAULT_LOG": str(self.marks), "ANCHORGPU_FAULT_PAUSE": str(self.pause),
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         with output.open("wb") as sink:

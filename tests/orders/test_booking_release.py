@@ -21,6 +21,7 @@ from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.invariants import invariant_violations
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.provisioning import WIPE
+from anchorgpu.orders.wipes import wipes_due
 from tests import shop
 
 pytestmark = pytest.mark.django_db
@@ -108,7 +109,9 @@ def test_a_whole_refund_of_an_active_order_ends_it_and_frees_its_card_for_the_ne
         reason="host fault on day one; customer asked for the money back", whole_order=True, customer_reason="refund"))
     order = _fresh(order)
     assert order.state == "refunded" and order.booking.state == Booking.State.RELEASED
-    assert order.steps.filter(step=WIPE).exists()  # access removed before the cards went
+    # The wipe is due with the refund and done by the worker, with no transaction open.
+    assert order.wipe_due_at is not None and not order.steps.filter(step=WIPE).exists()
+    assert wipes_due() == 1 and order.steps.filter(step=WIPE).exists()
     notes = order.invoice.credit_notes.all()
     assert [n.amount for n in notes] == [order.invoice.total]
     states = list(AuditEntry.objects.filter(object_id=str(order.pk), action="order_state").order_by("at", "id")
@@ -130,7 +133,8 @@ def test_end_the_term_now_completes_the_order_wipes_it_and_releases_its_cards(ad
     assert admin_client.post(url, {"reason": "customer finished early and asked us to stop"}).status_code == 302
     order = _fresh(order)
     assert order.state == "completed" and order.booking.state == Booking.State.RELEASED
-    assert order.steps.filter(step=WIPE).exists()
+    assert order.wipe_due_at is not None and not order.steps.filter(step=WIPE).exists()
+    assert wipes_due() == 1 and order.steps.filter(step=WIPE).exists()
     entry = AuditEntry.objects.get(object_id=str(order.pk), action="order_state", to_state="completed")
     assert entry.actor == "admin" and "customer finished early" in entry.reason
     assert admin_client.post(url, {"reason": "again"}).status_code == 200  # not active any more: refused
@@ -160,12 +164,27 @@ class _HostDown:
         raise ProvisioningError("ssh: connect to host h1: Connection timed out")
 
 
-def test_a_wipe_that_fails_leaves_the_term_as_it_was_and_says_so(admin_client, store, monkeypatch):
-    from anchorgpu.orders import lifecycle
+def test_a_wipe_that_fails_is_tried_again_then_goes_to_the_operators_and_holds_the_cards(admin_client, store):
+    from anchorgpu.orders.models import OperatorEvent
+    from anchorgpu.orders.retry import MAX_WIPE_FAILURES
 
     order = shop.activate(shop.place(store))
-    monkeypatch.setattr(lifecycle, "get_provisioner", lambda: _HostDown())
     response = admin_client.post(reverse("admin:orders_order_end_term", args=[order.pk]), {"reason": "abuse"})
-    assert response.status_code == 200 and "could not be wiped" in response.content.decode()
-    order = _fresh(order)
-    assert order.state == "active" and order.booking.state == Booking.State.LIVE
+    assert response.status_code == 302
+    order = _fresh(order)  # the term ends whatever the host does: the wipe is the worker's, later
+    assert order.state == "completed" and order.booking.state == Booking.State.RELEASED
+    at = order.wipe_due_at
+    for attempt in range(1, MAX_WIPE_FAILURES + 1):
+        assert wipes_due(provisioner=_HostDown(), now=at) == 1
+        order = _fresh(order)
+        assert order.wipe_attempts == attempt and order.retry_at > at
+        assert order.last_error == "wipe: ssh: connect to host h1: Connection timed out"
+        assert wipes_due(provisioner=_HostDown(), now=at) == 0  # backing off
+        at = order.retry_at
+    assert wipes_due(provisioner=_HostDown(), now=at + timedelta(days=1)) == 0  # given up: the operators' now
+    assert not order.steps.filter(step=WIPE).exists() and order.wipe_due_at is not None
+    event = OperatorEvent.objects.get(order=order, kind="order.wipe_failed")
+    assert "could not be wiped" in event.text and "Connection timed out" in event.text
+    assert AuditEntry.objects.filter(object_id=str(order.pk), action="wipe_error").count() == MAX_WIPE_FAILURES
+    page = admin_client.get(reverse("admin:orders_order_change", args=[order.pk])).content.decode()
+    assert "Connection timed out" in page

@@ -16,6 +16,7 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
+from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import WIPE
@@ -118,6 +119,10 @@ def test_the_end_of_term_warning_is_sent_once_a_day_before(shop_db, django_captu
     assert len(mailoutbox) == 1
     assert mailoutbox[0].to == [order.email]
     assert "your term ends on" in mailoutbox[0].subject and order.reference in mailoutbox[0].subject
+    body = " ".join(mailoutbox[0].body.split())
+    # It says what will be erased, the scratch disk with it, and how the processes are stopped.
+    assert "your container and its volume" in body and "local NVMe disk, which is scratch space" in body
+    assert "after a short grace period, killed" in body and "Copy your checkpoints" in body
     assert fresh(order).end_warned_at == warned_at
     with django_capture_on_commit_callbacks(execute=True):
         assert terms_warn_due(now=order.ends_at - HOUR) == 0
@@ -139,11 +144,18 @@ def test_the_term_end_releases_wipes_and_completes(shop_db):
     order = fresh(order)
     assert order.state == "completed"
     assert order.booking.state == Booking.State.RELEASED
-    wipe = ProvisioningStep.objects.get(order=order, step=WIPE)
-    assert wipe.finished_at == order.ends_at and wipe.detail["devices"]
     assert devices <= free_devices()
+    # The wipe is due from the term's end and runs outside the term-end transaction: the worker's next sweep.
+    assert order.wipe_due_at == order.ends_at and not ProvisioningStep.objects.filter(order=order, step=WIPE)
+    assert wipes_due(now=order.ends_at - SECOND) == 0
+    assert wipes_due(now=order.ends_at) == 1
+    wipe = ProvisioningStep.objects.get(order=order, step=WIPE)
+    assert wipe.started_at == wipe.finished_at == order.ends_at and wipe.detail["devices"]
+    order = fresh(order)
+    assert order.wipe_due_at is None and order.lease_owner == ""
     assert order.access_host  # the record of what was delivered is kept
     assert terms_end_due(now=order.ends_at + HOUR) == 0
+    assert wipes_due(now=order.ends_at + HOUR) == 0  # recorded once
 
 
 def test_a_paid_order_whose_term_passed_without_access_goes_to_the_operator(shop_db, caplog):
@@ -188,7 +200,7 @@ def test_the_worker_runs_every_sweep_once(transactional_db):
     results = worker.run_once()
     assert list(results) == ["chains_poll", "claims_recheck_due", "refunds_verify_due", "orders_expire_due",
                              "hold_expire_due",
-                             "terms_end_due", "provision_due",
+                             "terms_end_due", "wipes_due", "provision_due",
                              "terms_warn_due", "emails_send_due", "webhooks_send_due", "simulations_requeue_stale",
                              "simulations_purge_old", "rate_events_purge"]
     assert all(count >= 0 for count in results.values())

@@ -21,6 +21,7 @@ from anchorgpu.orders.lifecycle import terms_end_due, terms_warn_due
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import PLAN, WIPE
+from anchorgpu.orders.wipes import wipes_due
 from tests import shop
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +117,8 @@ def test_catalog_to_completed_term(client, django_capture_on_commit_callbacks, m
         assert terms_end_due(now=order.ends_at) == 1
     order.refresh_from_db()
     assert order.state == "completed" and order.booking.state == Booking.State.RELEASED
-    assert order.steps.filter(step=WIPE).exists()
+    assert order.wipe_due_at == order.ends_at  # the worker's next sweep wipes, outside the term-end transaction
+    assert wipes_due(now=order.ends_at) == 1 and order.steps.filter(step=WIPE).exists()
 
     # The audit trail holds every state change, in order, with who made it.
     trail = list(AuditEntry.objects.filter(object_type="orders.order", object_id=str(order.pk),

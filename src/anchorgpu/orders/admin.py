@@ -15,6 +15,7 @@ from django.utils.translation import ngettext
 from anchorgpu.admin_base import ReadOnlyModelAdmin
 
 from . import admin_panels as panels
+from . import admin_steps
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
 from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
@@ -38,7 +39,9 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
         (_("Payment"), {"fields": ("claimed_txid", "claimed_at", "paid_at", "excess", "refund_due",
                                    "refund_address", "chain_alert", "chain_alert_at")}),
         (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
-                                  "provisioning_attempts", "last_error", "end_warned_at")}),
+                                  "provisioning_attempts", "unreachable_attempts", "last_error", "lease_step",
+                                  "lease_owner", "lease_started_at", "lease_until", "retry_at", "end_warned_at",
+                                  "wipe_due_at", "wipe_attempts")}),
     )
 
     @admin.display(description=_("total"), ordering="fiat_total")
@@ -62,7 +65,8 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
             "claim_checks": panels.claim_checks(order),
             "refunds": order.refunds.all(),
             "ssh_keys": order.ssh_keys.all(),
-            "steps": order.steps.all(),
+            "steps": admin_steps.step_rows(order),
+            "access_status": admin_steps.access_status(order),
             "emails": order.emails.exclude(kind=OrderEmail.Kind.OPERATOR_ALERT, event__isnull=False),
             "operator_events": order.operator_events.prefetch_related("emails", "deliveries"),
             "audit_trail": panels.audit_trail(order),
@@ -205,7 +209,7 @@ class WebhookDeliveryAdmin(ReadOnlyModelAdmin):
     list_display = ("event_kind", "order_link", "endpoint", "state", "attempts", "last_status", "last_error",
                     "created_at")
     list_filter = (DeliveryStatusFilter, "event__kind")
-    list_select_related = ("event__order",)
+    list_select_related = ("event__order", "event__host")
     search_fields = ("event__order__reference", "url")
     ordering = ("-created_at", "-id")
     actions = ["send_again"]
@@ -244,6 +248,10 @@ class WebhookDeliveryAdmin(ReadOnlyModelAdmin):
     @admin.display(description=_("order"), ordering="event__order__reference")
     def order_link(self, obj):
         order = obj.event.order
+        if order is None:  # an alert about a host alone
+            host = obj.event.host
+            return format_html('<a href="{}">{}</a>', reverse("admin:fleet_host_change", args=[host.pk]),
+                               obj.event.subject) if host is not None else "—"
         return format_html('<a href="{}">{}</a>', reverse("admin:orders_order_change", args=[order.pk]),
                            order.reference)
 

@@ -1,7 +1,7 @@
 """The operators' tools on an order: record a transfer (read from the chain
 where the asset is watched), update its confirmations, reassign it to the
 order it was meant for, mark paid or invalid, re-check capacity, retry access
-preparation, end the term now, record a refund and check it on chain.
+preparation, retry a step, re-check health, end the term now, wipe now, record a refund and check it on chain.
 
 Each tool is a page with a form; sending it is the confirmation. The page
 calls one payment service with the operator's user name as the actor; a
@@ -30,12 +30,13 @@ from anchorgpu.payments.models import Refund, Transfer
 
 from . import admin_forms as f
 from . import alert_tool
+from .access_checks import order_health_recheck
 from .admin_panels import payment_summary
 from .errors import OrderError
-from .fulfilment import order_retry_provisioning
+from .fulfilment import order_retry_provisioning, order_step_retry
 from .lifecycle import order_end_now
 from .models import Order
-from .provisioner import ProvisioningError
+from .wipes import order_wipe_now
 
 BACK_TO_QUEUE = "queue"
 
@@ -74,9 +75,20 @@ TOOLS = {page.name: page for page in (
              _l("Send this failed order back to access preparation with a fresh count of attempts, once the cause "
                 "is fixed. Steps already finished are not repeated.")),
     ToolPage("end_term", _l("End the term now"), f.ReasonForm, _l("End the term"),
-             _l("End this active term at once: access is removed, the machine is wiped and the cards are released "
-                "with the order, which is completed. Nothing is refunded by this; record a refund of part of the "
-                "price afterwards if one is owed.")),
+             _l("End this active term at once: the order is completed and its cards are released with it; the "
+                "worker then wipes the machine (no new term starts on these cards before the wipe is recorded). "
+                "Nothing is refunded by this; record a refund of part of the price afterwards if one is owed.")),
+    ToolPage("retry_step", _l("Retry the step"), f.ReasonForm, _l("Retry now"),
+             _l("Let the worker try this order's next step (or its wipe) again on its next sweep: the wait after a "
+                "failure is cleared, and so is the claim of a worker you judge stuck. A worker still running under "
+                "that claim finds it gone and drops its result; the step is made to be repeated safely.")),
+    ToolPage("health_recheck", _l("Re-check health"), f.ReasonForm, _l("Re-check now"),
+             _l("Run the machine's health check again now and record what it says on the order. Nothing else "
+                "changes; a host found with another SSH host key is taken off sale and the operators alerted.")),
+    ToolPage("wipe_now", _l("Wipe now"), f.ReasonForm, _l("Wipe the machine"),
+             _l("Wipe this ended order's machine now: its container and volume are removed and the proof is "
+                "recorded with the wipe. A wipe that fails is counted and tried again later; the next term on "
+                "these cards waits for it.")),
     ToolPage("record_refund", _l("Record a refund"), f.RefundForm, _l("Record the refund"),
              _l("Record a refund you have already sent, to the customer's refund address or to one they asked "
                 "for in writing. A whole-order refund ends the order: access removed, cards released, invoice "
@@ -118,6 +130,27 @@ def _apply_reassign(order, data, actor, item):
 def _apply_end_term(order, data, actor, item):
     order_end_now(order=order, actor=actor, reason=data["reason"])
     return _("The term has ended.")
+
+
+def _apply_retry_step(order, data, actor, item):
+    order_step_retry(order=order, actor=actor, reason=data["reason"])
+    return _("The worker tries the step again on its next sweep.")
+
+
+def _apply_health_recheck(order, data, actor, item):
+    entry = order_health_recheck(order=order, actor=actor, reason=data["reason"])
+    if entry.data.get("ok"):
+        return _("The health check passed.")
+    raise OrderError(_("The health check failed: %(error)s (recorded on the order).")
+                     % {"error": entry.data.get("error", "?")})
+
+
+def _apply_wipe_now(order, data, actor, item):
+    wiped, error = order_wipe_now(order=order, actor=actor, reason=data["reason"])
+    if not wiped:
+        raise OrderError(_("The machine could not be wiped (%(error)s). The attempt is recorded and the wipe is "
+                           "tried again later.") % {"error": error or "?"})
+    return _("The machine is wiped and the proof recorded.")
 
 
 def _apply_verify_refund(order, data, actor, item):
@@ -166,7 +199,8 @@ APPLY: dict[str, Callable] = {
     "record_transfer": _apply_transfer, "update_confirmations": _apply_confirmations,
     "reassign_transfer": _apply_reassign, "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid,
     "recheck_capacity": _apply_recheck, "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
-    "end_term": _apply_end_term, "verify_refund": _apply_verify_refund,
+    "end_term": _apply_end_term, "verify_refund": _apply_verify_refund, "retry_step": _apply_retry_step,
+    "health_recheck": _apply_health_recheck, "wipe_now": _apply_wipe_now,
     alert_tool.NAME: alert_tool.apply_clear,
 }
 
@@ -252,9 +286,6 @@ class OrderToolsMixin:
                 done = APPLY[tool](order, form.cleaned_data, request.user.get_username(), item)
             except (OrderError, AllocationError) as exc:
                 form.add_error(None, getattr(exc, "message", None) or str(exc))
-            except ProvisioningError as exc:  # the machine could not be wiped: nothing was changed
-                form.add_error(None, _("The machine could not be wiped (%(error)s), so nothing was changed; try "
-                                       "again once the host answers.") % {"error": exc})
             else:
                 order.refresh_from_db()
                 self.message_user(request, _("%(ref)s: %(done)s The order is now %(state)s.") % {

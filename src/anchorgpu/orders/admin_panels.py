@@ -17,6 +17,7 @@ from anchorgpu.payments.uri import whole_units
 from . import rules
 from .models import Order
 from .queue import REFUND_CHECK_FAILED
+from .retry import MAX_WIPE_FAILURES
 from .states import OrderState
 
 S = OrderState
@@ -100,6 +101,9 @@ def to_do(order: Order, summary: PaymentSummary | None = None, *, with_txid: boo
         return _("Paid after expiry: re-check capacity, or refund.")
     if state is S.FAILED:
         return _("Access could not be prepared: retry provisioning, or refund.")
+    if order.wipe_due_at is not None and order.wipe_attempts >= MAX_WIPE_FAILURES:
+        return _("The machine could not be wiped after the order ended (%(error)s): fix the cause, then wipe "
+                 "now. No new term starts on its cards until then.") % {"error": order.last_error or "?"}
     failed = next((r for r in order.refunds.all() if r.verified_at is None
                    and r.verification.get("status") in REFUND_CHECK_FAILED), None)
     if failed is not None:
@@ -166,8 +170,16 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))
     if state is S.FAILED:
         tools.append(Tool("retry_provisioning", _("Retry access preparation")))
+    if state in (S.PAID, S.PROVISIONING) and (order.lease_owner or order.retry_at):
+        tools.append(Tool("retry_step", _("Retry the step")))
+    elif order.wipe_due_at is not None and (order.lease_owner or order.retry_at or order.wipe_attempts):
+        tools.append(Tool("retry_step", _("Retry the step")))
     if state is S.ACTIVE:
+        tools.append(Tool("health_recheck", _("Re-check health")))
         tools.append(Tool("end_term", _("End the term now")))
+    if order.wipe_due_at is not None or (state is S.FAILED and order.ends_at <= timezone.now()
+                                         and order.steps.exists() and not order.steps.filter(step="wipe").exists()):
+        tools.append(Tool("wipe_now", _("Wipe now")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
     if order.chain_alert:

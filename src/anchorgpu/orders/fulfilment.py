@@ -2,45 +2,45 @@
 
 An order is due once it is PAID and its term has started, or while it is
 PROVISIONING. For each due order the sweep runs the next unfinished step
-of ``provisioning.PLAN``, then the next, and so on, each step in its own
-transaction:
+of ``provisioning.PLAN``, then the next, and so on. A step is three parts:
 
-1. lock the order's row, skipping it if another worker holds it
-   (``SELECT … FOR UPDATE SKIP LOCKED``), and re-check that it is still due;
-2. work out the next step from the ``ProvisioningStep`` rows recorded;
-3. call the provisioner, insert the step's row (when it finished, and the
-   provisioner's detail) and an audit row; the first step also moves the
-   order PAID → PROVISIONING, the last one stores the SSH login and moves
-   it PROVISIONING → ACTIVE;
-4. commit.
+1. **claim**, a short transaction: lock the order's row, skipping it if
+   another worker holds it (``SELECT … FOR UPDATE SKIP LOCKED``), re-check
+   that it is due, that its back-off has passed and that no live lease is on
+   it (``step_lease``); work out the next step from the ``ProvisioningStep``
+   rows; write a lease naming this worker and the step; the first step also
+   moves the order PAID → PROVISIONING. Commit.
+2. **work**, with no transaction open and no row locked: the provisioner's
+   method for the step (SSH, containers: seconds to minutes).
+3. **record**, a short transaction: lock the row, check the lease is still
+   this worker's (else another worker has taken over and the result is thrown
+   away), insert the step's row (start, end, the provisioner's detail), clear
+   the lease, write the audit row; the last step stores the SSH login and
+   moves the order PROVISIONING → ACTIVE. Commit.
 
-So a crash of any kind between two steps (or inside one) loses only the
-unfinished step; the next sweep resumes there and never repeats a step
-that finished. Two workers never run one step twice: the row lock is the
-claim, and the unique (order, step) constraint is the backstop.
+A worker killed anywhere loses at most the step under way: its lease is
+taken over at once by a worker on the same machine (the holder's process is
+gone) and otherwise after it expires; the step is idempotent by name, so the
+repeat finds what the first try left and carries on. A step whose record is
+committed is never started again: the next step is worked out from the rows.
 
-A step whose provisioner call raises is rolled back; the failure is then
-recorded in a transaction of its own (``provisioning_attempts``,
-``last_error``, an audit row) and the step is retried on a later sweep.
-After ``MAX_FAILURES`` failures the order goes to FAILED, the operator's
-queue. BaseException (KeyboardInterrupt, SystemExit) is not recorded: it
-rolls the step back and propagates. Neither is a lost database connection
-(``OperationalError``, ``InterfaceError``): the transaction is gone with
-it, nothing of the step remains, and the sweep fails as a whole; the
-worker's next sweep starts the step again on a fresh connection.
+A step whose provisioner call raises is recorded in the record transaction
+instead (``step_failures``): counted, with its error and a back-off before
+the next try; after the limits of ``retry`` the order goes to FAILED, the
+operator's queue. BaseException (KeyboardInterrupt, SystemExit) is not
+counted: the lease is handed back and the exception propagates. Neither is
+a lost database connection: the sweep fails as a whole and the worker's next
+sweep takes the abandoned lease over (it is this process's own, unheld).
 
-Lead time: none. Provisioning starts when the term starts, not before:
-until then the cards belong to whatever booking precedes this one, and that
-term's end (release and wipe, see ``lifecycle``) runs at the same instant.
-The worker sweeps term ends before provisioning for that reason. An
-as-soon-as-possible order is due as soon as it is paid (its provisional
-start is the payment, or the end of the booking before it), and its term
-starts when the last step delivers access (``term_slide``, in that step's
+The first step waits, without counting as a failure, while an earlier order
+that had any of the same cards has not been wiped yet (``wipes.wipe_blocker``):
+the previous tenant's container may still hold the card.
+
+Lead time: none. Provisioning starts when the term starts, not before: until
+then the cards belong to whatever booking precedes this one. An
+as-soon-as-possible order is due as soon as it is paid, and its term starts
+when the last step delivers access (``term_slide``, in that step's record
 transaction).
-
-The provisioner runs while the order's row is locked and the transaction
-is open; a provisioner whose steps take minutes should be driven another
-way (a job queue that reports back), which this module does not do.
 """
 
 from __future__ import annotations
@@ -56,31 +56,29 @@ from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import SYSTEM, audit_record
 
+from . import step_lease
 from .errors import InvalidOrder, NotAllowedNow
 from .models import Order, ProvisioningStep
-from .provisioner import Provisioner, ProvisioningError, get_provisioner
+from .provisioner import Provisioner, get_provisioner
 from .provisioning import PLAN, WIPE, Step, next_step
+from .retry import MAX_FAILURES  # noqa: F401 - re-exported: tests and the admin read it here
 from .states import OrderState
+from .step_failures import WAITING, record_failure
+from .step_lease import Claim
 from .term_slide import term_slide
 from .transitions import order_lock, order_transition
+from .wipes import wipe_blocker
 
 log = logging.getLogger(__name__)
 
 S = OrderState
-MAX_FAILURES = 3
 LEAD_TIME = timedelta(0)
-
-
-class _StepFailed(Exception):
-    def __init__(self, step: Step, error: Exception):
-        super().__init__(f"{step.value}: {error}")
-        self.step, self.error = step, error
 
 
 def _due(now: datetime) -> Q:
     # A chain alert (money counted for the order is gone from the chain) holds access until an operator decides.
     return ((Q(state=S.PAID.value, starts_at__lte=now + LEAD_TIME) | Q(state=S.PROVISIONING.value))
-            & Q(ends_at__gt=now) & Q(chain_alert=""))
+            & Q(ends_at__gt=now) & Q(chain_alert="") & (Q(retry_at__isnull=True) | Q(retry_at__lte=now)))
 
 
 def _is_due(order: Order, now: datetime) -> bool:
@@ -93,15 +91,10 @@ def _is_due(order: Order, now: datetime) -> bool:
     return order.state == S.PROVISIONING.value
 
 
-def _claim(order_pk: int) -> Order | None:
+def _claim_row(order_pk: int) -> Order | None:
     """The order's row locked for this transaction, or None when another worker holds it.
     Only the order's own row: related rows (the product) must stay free for others."""
     return Order.objects.select_for_update(skip_locked=True, of=("self",)).filter(pk=order_pk).first()
-
-
-def _message(error: Exception) -> str:
-    text = str(error) if isinstance(error, ProvisioningError) else f"{type(error).__name__}: {error}"
-    return text[:2000] or type(error).__name__
 
 
 def _start(order: Order, provisioner: Provisioner, *, reason: str, fields: tuple[str, ...] = ()) -> None:
@@ -110,84 +103,130 @@ def _start(order: Order, provisioner: Provisioner, *, reason: str, fields: tuple
                      update_fields=("provisioner", *fields))
 
 
-def _run_step(order_pk: int, provisioner: Provisioner, clock: Callable[[], datetime]) -> bool:
-    """One step in one transaction. True when a step was recorded."""
+def _wait(order: Order, step: Step, why: str) -> None:
+    """The step cannot start yet for a reason that is no failure: said on the order, not counted."""
+    text = f"{step.value}: {WAITING}{why}"
+    if order.last_error != text:
+        order.last_error = text
+        order.save(update_fields=["last_error", "updated_at"])
+        log.info("order %s: %s", order.reference, text)
+
+
+def _claim(order_pk: int, provisioner: Provisioner, now: datetime) -> Claim | None:
+    """Part 1: the lease on the order's next step, committed. None when there is nothing to start now."""
     with transaction.atomic():
-        order = _claim(order_pk)
-        if order is None or not _is_due(order, clock()):
-            return False
+        order = _claim_row(order_pk)
+        if order is None or not _is_due(order, now):
+            return None
+        if order.retry_at is not None and order.retry_at > now:
+            return None
+        if not step_lease.is_free(order, now):
+            return None
         try:
             step = next_step(order.steps.exclude(step=WIPE).values_list("step", flat=True))
         except ValueError as exc:  # a gap in the record: not something to retry blindly
             log.error("order %s: provisioning record is inconsistent (%s); left for the operator", order, exc)
-            return False
+            return None
         if step is None:
             log.error("order %s is %s with every step finished; left for the operator", order, order.state)
-            return False
+            return None
+        if step is PLAN[0]:
+            blocker = wipe_blocker(order)
+            if blocker:
+                _wait(order, step, blocker)
+                return None
+        if order.lease_owner:
+            log.warning("order %s: taking over the lease on %s from %s", order, order.lease_step, order.lease_owner)
+        owner = step_lease.take(order, step.value, now)
         try:
-            detail = provisioner.run(step, order)
-        except (OperationalError, InterfaceError):
-            raise  # the database went away, not the step's fault: nothing is counted, the next sweep retries
-        except Exception as exc:
-            raise _StepFailed(step, exc) from exc
+            if order.state == S.PAID.value:
+                _start(order, provisioner, reason="access preparation started", fields=step_lease.FIELDS)
+            else:
+                order.save(update_fields=[*step_lease.FIELDS, "updated_at"])
+        except BaseException:
+            step_lease.forget(owner)
+            raise
+    return Claim(order, step, owner, now)
+
+
+def _record_step(claim: Claim, detail: dict, provisioner: Provisioner, now: datetime) -> bool:
+    """Part 3: the finished step, recorded if the lease is still ours. True when recorded."""
+    with transaction.atomic():
+        order = order_lock(claim.order.pk)
+        if order.lease_owner != claim.owner:
+            log.warning("order %s: the lease on %s was taken over (now %r); this worker's result is dropped",
+                        order, claim.step.value, order.lease_owner)
+            return False
+        step_lease.clear(order)
+        fields = [*step_lease.FIELDS, "retry_at", "updated_at"]
+        order.retry_at = None
+        if not _is_due(order, now):  # the term ended or an operator ended the order meanwhile
+            order.save(update_fields=fields)
+            log.warning("order %s is no longer due (%s): step %s is not recorded", order, order.state,
+                        claim.step.value)
+            return False
+        if order.last_error.startswith(f"{claim.step.value}: {WAITING}"):
+            order.last_error = ""
+            fields.append("last_error")
         try:
             with transaction.atomic():
-                ProvisioningStep.objects.create(order=order, step=step.value, finished_at=clock(), detail=detail)
-        except IntegrityError:  # cannot happen while the lock holds; the constraint is the backstop
-            log.error("order %s: step %s was already recorded by someone else", order, step.value)
+                ProvisioningStep.objects.create(order=order, step=claim.step.value, started_at=claim.started_at,
+                                                finished_at=now, detail=detail)
+        except IntegrityError:  # cannot happen while the lease holds; the constraint is the backstop
+            log.error("order %s: step %s was already recorded by someone else", order, claim.step.value)
+            order.save(update_fields=fields)
             return False
-        audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=step.value,
-                     data={"step": step.value, "provisioner": provisioner.name, "detail": detail})
-        if order.state == S.PAID.value:
-            _start(order, provisioner, reason="access preparation started")
-        if step is PLAN[-1]:
+        audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=claim.step.value,
+                     data={"step": claim.step.value, "provisioner": provisioner.name, "detail": detail,
+                           "started_at": claim.started_at.isoformat(), "finished_at": now.isoformat()})
+        if claim.step is PLAN[-1]:
             # Access is ready: an as-soon-as-possible term starts now, whatever the payment and preparation took.
-            term_slide(order, at=clock(), actor=SYSTEM, final=True)
+            term_slide(order, at=now, actor=SYSTEM, final=True)
             order.access_host = str(detail["host"])
             order.access_port = int(detail["port"])
             order.access_user = str(detail["user"])
             order_transition(order=order, to=S.ACTIVE, actor=SYSTEM, reason="access delivered",
-                             update_fields=("access_host", "access_port", "access_user"))
+                             update_fields=("access_host", "access_port", "access_user",
+                                            *[f for f in fields if f != "updated_at"]))
+        else:
+            order.save(update_fields=fields)
     return True
 
 
-def _record_failure(order_pk: int, failed: _StepFailed, provisioner: Provisioner) -> None:
-    """Count a failed attempt in a transaction of its own; FAILED after ``MAX_FAILURES``."""
-    message = _message(failed.error)
-    if isinstance(failed.error, ProvisioningError):
-        log.warning("order #%s: step %s failed: %s", order_pk, failed.step.value, message)
-    else:
-        log.error("order #%s: step %s crashed", order_pk, failed.step.value, exc_info=failed.error)
-    with transaction.atomic():
-        order = Order.objects.select_for_update(of=("self",)).get(pk=order_pk)
-        if order.state not in (S.PAID.value, S.PROVISIONING.value):
-            return
-        order.provisioning_attempts += 1
-        order.last_error = f"{failed.step.value}: {message}"
-        fields = ("provisioning_attempts", "last_error")
-        audit_record(actor=SYSTEM, action="provisioning_error", obj=order, reason=message,
-                     data={"step": failed.step.value, "attempt": order.provisioning_attempts,
-                           "provisioner": provisioner.name})
-        if order.state == S.PAID.value:  # it has started, even if its first step failed
-            _start(order, provisioner, reason="access preparation started", fields=fields)
-        else:
-            order.save(update_fields=[*fields, "updated_at"])
-        if order.provisioning_attempts >= MAX_FAILURES:
-            order_transition(order=order, to=S.FAILED, actor=SYSTEM,
-                             reason=f"access preparation failed {order.provisioning_attempts} times",
-                             data={"step": failed.step.value, "error": message})
+def _one_step(order_pk: int, provisioner: Provisioner, clock: Callable[[], datetime]) -> str:
+    """Claim, work, record. "done", "failed", or "" when nothing was started."""
+    claim = _claim(order_pk, provisioner, clock())
+    if claim is None:
+        return ""
+    try:
+        detail = provisioner.run(claim.step, claim.order)
+    except (OperationalError, InterfaceError):
+        step_lease.forget(claim.owner)  # the database went away: the lease is reclaimed by the next sweep
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed attempt, counted
+        try:
+            record_failure(claim, exc, provisioner, clock())
+        finally:
+            step_lease.forget(claim.owner)
+        return "failed"
+    except BaseException:
+        step_lease.hand_back(order_pk, claim.owner)
+        raise
+    try:
+        return "done" if _record_step(claim, detail, provisioner, clock()) else ""
+    finally:
+        step_lease.forget(claim.owner)
 
 
 def _advance(order_pk: int, provisioner: Provisioner, clock: Callable[[], datetime]) -> bool:
-    """Run the order's steps until it is active, fails, or another worker has it."""
+    """Run the order's steps until it is active, fails, waits, or another worker has it."""
     changed = False
     for _step in PLAN:
-        try:
-            if not _run_step(order_pk, provisioner, clock):
-                break
-        except _StepFailed as failed:
-            _record_failure(order_pk, failed, provisioner)
+        outcome = _one_step(order_pk, provisioner, clock)
+        if outcome == "failed":
             return True
+        if not outcome:
+            break
         changed = True
     return changed
 
@@ -200,11 +239,16 @@ def provision_due(*, provisioner: Provisioner | None = None, now: datetime | Non
     return sum(1 for pk in list(due) if _advance(pk, provisioner, clock))
 
 
+def _need_reason(reason: str) -> str:
+    if not (reason or "").strip():
+        raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
+    return reason.strip()
+
+
 def order_retry_provisioning(*, order: Order, actor: str, reason: str) -> Order:
     """The operator sends a FAILED order back to access preparation, with a
     fresh count of attempts; finished steps are not repeated."""
-    if not (reason or "").strip():
-        raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
+    reason = _need_reason(reason)
     with transaction.atomic():
         locked = order_lock(order)
         if locked.ends_at <= timezone.now():
@@ -213,7 +257,37 @@ def order_retry_provisioning(*, order: Order, actor: str, reason: str) -> Order:
         if booking is None or booking.state != booking.State.LIVE or booking.kind != booking.Kind.CONFIRMED:
             raise NotAllowedNow(_("The order's cards are no longer booked for it; refund the order instead."))
         locked.provisioning_attempts = 0
+        locked.unreachable_attempts = 0
         locked.last_error = ""
-        order_transition(order=locked, to=S.PROVISIONING, actor=actor, reason=reason.strip(),
-                         update_fields=("provisioning_attempts", "last_error"))
+        locked.retry_at = None
+        order_transition(order=locked, to=S.PROVISIONING, actor=actor, reason=reason,
+                         update_fields=("provisioning_attempts", "unreachable_attempts", "last_error", "retry_at"))
+    return locked
+
+
+def order_step_retry(*, order: Order, actor: str, reason: str) -> Order:
+    """The operator has the order's next step (or its wipe) tried again now: its back-off is cleared and so is
+    a lease the operator judges stuck (a worker still running under it finds it gone and drops its result; the
+    step is idempotent, so the next worker repeats it). A FAILED order goes through
+    ``order_retry_provisioning`` instead."""
+    reason = _need_reason(reason)
+    with transaction.atomic():
+        locked = order_lock(order)
+        waiting_wipe = locked.wipe_due_at is not None
+        if locked.order_state not in (S.PAID, S.PROVISIONING) and not waiting_wipe:
+            raise NotAllowedNow(_("This order has no step waiting to be tried again (it is %(state)s).")
+                                % {"state": locked.state_label})
+        if not locked.lease_owner and locked.retry_at is None and not (waiting_wipe and locked.wipe_attempts):
+            raise NotAllowedNow(_("Nothing holds this order's next step back: the worker takes it on its next "
+                                  "sweep."))
+        was = {"lease": step_lease.described(locked), "retry_at": locked.retry_at.isoformat()
+               if locked.retry_at else None, "wipe_attempts": locked.wipe_attempts}
+        step_lease.clear(locked)
+        locked.retry_at = None
+        fields = [*step_lease.FIELDS, "retry_at", "updated_at"]
+        if waiting_wipe and locked.order_state not in (S.PAID, S.PROVISIONING):
+            locked.wipe_attempts = 0
+            fields.append("wipe_attempts")
+        locked.save(update_fields=fields)
+        audit_record(actor=actor, action="step_retry", obj=locked, reason=reason, data=was)
     return locked

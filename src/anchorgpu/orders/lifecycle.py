@@ -25,11 +25,11 @@ from anchorgpu.audit.services import SYSTEM, audit_record
 
 from . import notify, operator_events
 from .errors import InvalidOrder, NotAllowedNow
-from .models import Order, ProvisioningStep
-from .provisioner import Provisioner, get_provisioner
+from .models import Order
 from .provisioning import WIPE
 from .states import OrderState
 from .transitions import order_lock, order_transition
+from .wipes import wipe_mark_due
 
 log = logging.getLogger(__name__)
 
@@ -116,19 +116,18 @@ def terms_warn_due(now: datetime | None = None) -> int:
     return changed
 
 
-def _end(order: Order, provisioner: Provisioner, now: datetime, *, actor: str = SYSTEM,
-         reason: str = "the term ended") -> None:
+def _end(order: Order, now: datetime, *, actor: str = SYSTEM, reason: str = "the term ended") -> None:
     # The order leaves its active state before its booking goes: the database refuses an active order without one.
     order_transition(order=order, to=S.COMPLETED, actor=actor, reason=reason)
-    wipe_recorded(order, provisioner=provisioner, now=now, always=True)
+    wipe_mark_due(order, now=now, always=True, actor=actor)  # the worker wipes, outside this transaction
     _release(order, reason=reason)
 
 
-def order_end_now(*, order: Order, actor: str, reason: str, provisioner: Provisioner | None = None,
-                  now: datetime | None = None) -> Order:
+def order_end_now(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
     """An operator ends an active term before its time (a customer's request, abuse, a host that must go): the
-    order is completed, its machine wiped and its cards released, in one transaction. Money is a separate,
-    recorded decision (a refund of part of the price)."""
+    order is completed and its cards released in one transaction, and its machine's wipe is due at once (the
+    worker's ``wipes.wipes_due``, or "wipe now"). Money is a separate, recorded decision (a refund of part of
+    the price)."""
     reason = (reason or "").strip()
     if not reason:
         raise InvalidOrder(_("Say why: a manual decision is recorded with its reason."), code="reason_required")
@@ -138,19 +137,18 @@ def order_end_now(*, order: Order, actor: str, reason: str, provisioner: Provisi
         if locked.order_state is not S.ACTIVE:
             raise NotAllowedNow(_("Only an active term can be ended now; this order is %(state)s.")
                                 % {"state": locked.state_label})
-        _end(locked, provisioner or get_provisioner(), now, actor=actor, reason=f"ended early by an operator: {reason}")
+        _end(locked, now, actor=actor, reason=f"ended early by an operator: {reason}")
     return locked
 
 
-def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None = None) -> int:
-    """Active orders whose term has ended: release the booking, wipe (through
-    the provisioner, recorded as the ``wipe`` step), COMPLETED. A wipe that
-    fails rolls the whole end back; the order stays ACTIVE and is retried.
+def terms_end_due(now: datetime | None = None) -> int:
+    """Active orders whose term has ended: COMPLETED, the booking released and the wipe due, in one
+    transaction each; the wipe itself is the worker's next sweep (``wipes.wipes_due``), with no transaction
+    open, and no new term starts on those cards until it is recorded.
 
     Orders whose term ended before access was delivered go to the
     operator's queue (see ``_strand_due``)."""
     now = now or timezone.now()
-    provisioner = provisioner or get_provisioner()
     changed = 0
     due = Order.objects.filter(state=S.ACTIVE.value, ends_at__lte=now)
     for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
@@ -159,13 +157,30 @@ def terms_end_due(now: datetime | None = None, provisioner: Provisioner | None =
                 order = _claim(pk)
                 if order is None or order.state != S.ACTIVE.value or order.ends_at > now:
                     continue
-                _end(order, provisioner, now)
+                _end(order, order.ends_at)
                 changed += 1
         except (OperationalError, InterfaceError):
             raise  # the database went away: the sweep stops here and the worker's next one resumes
-        except Exception:  # noqa: BLE001 - one order's failing wipe must not stop the others
+        except Exception:  # noqa: BLE001 - one order's failure must not stop the others
             log.exception("order #%s: could not end the term; it stays active and is retried", pk)
     changed += _strand_due(now)
+    changed += _failed_wipes_due(now)
+    return changed
+
+
+def _failed_wipes_due(now: datetime) -> int:
+    """A FAILED order whose term is over can no longer be retried (``order_retry_provisioning``): whatever its
+    steps left on the machine is to be wiped, from the term's end. Its booking stays until the operator
+    refunds it; its period has passed."""
+    changed = 0
+    due = (Order.objects.filter(state=S.FAILED.value, ends_at__lte=now, wipe_due_at__isnull=True,
+                                steps__isnull=False).exclude(steps__step=WIPE).distinct())
+    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+        with transaction.atomic():
+            order = _claim(pk)
+            if order is None or order.state != S.FAILED.value or order.ends_at > now:
+                continue
+            changed += wipe_mark_due(order, now=order.ends_at)
     return changed
 
 
@@ -182,7 +197,7 @@ def _strand_due(now: datetime) -> int:
             order = _claim(pk)
             if order is None or order.state not in (S.PAID.value, S.PROVISIONING.value) or order.ends_at > now:
                 continue
-            wipe_recorded(order, now=now)  # whatever the steps put on the machine goes
+            wipe_mark_due(order, now=now)  # whatever the steps put on the machine goes, after this
             if order.state == S.PROVISIONING.value:
                 order_transition(order=order, to=S.FAILED, actor=SYSTEM,
                                  reason="the term ended before access was delivered")
@@ -206,21 +221,3 @@ def _strand_due(now: datetime) -> int:
             log.warning("order %s: the term ended before access was delivered", order.reference)
             changed += 1
     return changed
-
-
-def wipe_recorded(order: Order, *, provisioner: Provisioner | None = None, now: datetime | None = None,
-                  always: bool = False) -> bool:
-    """Wipe the order's machine through the provisioner and record the step,
-    once. Without ``always``, only when a preparation step has run (an order
-    that never got its devices has nothing to wipe). Runs in the caller's
-    transaction: a failed wipe rolls back the release with it."""
-    if order.steps.filter(step=WIPE).exists():
-        return False
-    if not always and not order.steps.exists():
-        return False
-    provisioner = provisioner or get_provisioner()
-    detail = provisioner.run(WIPE, order)
-    ProvisioningStep.objects.create(order=order, step=WIPE, finished_at=now or timezone.now(), detail=detail)
-    audit_record(actor=SYSTEM, action="provisioning_step", obj=order, to_state=WIPE,
-                 data={"step": WIPE, "provisioner": provisioner.name, "detail": detail})
-    return True

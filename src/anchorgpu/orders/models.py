@@ -95,6 +95,22 @@ class Order(models.Model):
     provisioning_attempts = models.PositiveSmallIntegerField(_("failed provisioning attempts"), default=0)
     last_error = models.TextField(_("last provisioning error"), blank=True)
     end_warned_at = models.DateTimeField(_("end-of-term warning sent"), null=True, blank=True)
+    # The worker's claim on the one step (or wipe) under way for this order (``orders.step_lease``): who holds it,
+    # which step, since when and until when. The step's remote work runs with no transaction open; the lease is
+    # what keeps a second worker off it meanwhile.
+    lease_owner = models.CharField(_("step held by"), max_length=120, blank=True,
+                                   help_text=_("The worker running a step now: host name, process id, token."))
+    lease_step = models.CharField(_("step under way"), max_length=32, blank=True)
+    lease_started_at = models.DateTimeField(_("step started"), null=True, blank=True)
+    lease_until = models.DateTimeField(_("step held until"), null=True, blank=True)
+    retry_at = models.DateTimeField(_("next attempt not before"), null=True, blank=True,
+                                    help_text=_("After a failed step or wipe, the back-off before the next try."))
+    unreachable_attempts = models.PositiveSmallIntegerField(_("attempts that found the host unreachable"),
+                                                            default=0)
+    # Set when the term ends (or the order ends early): the machine is wiped by the worker after that
+    # (``orders.wipes``), outside the term-end transaction; the ``wipe`` step row records it, with its proof.
+    wipe_due_at = models.DateTimeField(_("wipe due"), null=True, blank=True)
+    wipe_attempts = models.PositiveSmallIntegerField(_("failed wipe attempts"), default=0)
     # Set by the chain watcher when money it credited is no longer on chain (a reorganisation deeper than the
     # confirmations, or the deposit address holding less than was credited); cleared by an operator's decision.
     chain_alert = models.TextField(_("chain alert"), blank=True,
@@ -170,6 +186,7 @@ class ProvisioningStep(models.Model):
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="steps")
     step = models.CharField(_("step"), max_length=32, choices=STEP_CHOICES)
+    started_at = models.DateTimeField(_("started"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished"))
     detail = models.JSONField(_("detail"), default=dict, blank=True)
 
@@ -195,7 +212,8 @@ class OrderEmail(models.Model):
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
         REFUND_SENT = "refund_sent", _("refund found on chain")
 
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
+    # None only for an alert to the operators about a host rather than an order (``operator_events``).
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails", null=True, blank=True)
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
     event = models.ForeignKey("OperatorEvent", on_delete=models.CASCADE, null=True, blank=True,
                               related_name="emails", help_text=_("The event an alert to the operators is about."))
@@ -219,7 +237,7 @@ class OrderEmail(models.Model):
         verbose_name_plural = _("customer emails")
 
     def __str__(self) -> str:
-        return f"{self.order} · {self.kind}"
+        return f"{self.order or (self.event.subject if self.event_id else '?')} · {self.kind}"
 
 
 class OperatorEvent(models.Model):
@@ -235,9 +253,15 @@ class OperatorEvent(models.Model):
         REORG_RESOLVED = "order.reorg_resolved", _("payment back on chain")
         PROVISIONING_FAILED = "order.provisioning_failed", _("access preparation failed")
         REFUND_DUE = "order.refund_due", _("refund due")
+        WIPE_FAILED = "order.wipe_failed", _("machine could not be wiped")
+        HOST_REFUSED = "host.refused", _("host refused: taken off sale or needs a look")
 
     uid = models.UUIDField(_("event id"), default=uuid.uuid4, unique=True, editable=False)
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events")
+    # About an order, or (a host refused with no order concerned, e.g. found by fleet discovery) about a host only.
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="operator_events", null=True,
+                              blank=True)
+    host = models.ForeignKey("fleet.Host", on_delete=models.CASCADE, related_name="operator_events", null=True,
+                             blank=True, help_text=_("The host the event is about, where there is one."))
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices)
     key = models.CharField(_("key"), max_length=200,
                            help_text=_("What makes it this event (the same finding seen again is not raised)."))
@@ -247,12 +271,25 @@ class OperatorEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["order", "kind", "key"], name="operator_event_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["order", "kind", "key"], name="operator_event_once"),
+            models.UniqueConstraint(fields=["host", "kind", "key"], condition=Q(order__isnull=True),
+                                    name="host_event_once"),
+            models.CheckConstraint(condition=Q(order__isnull=False) | Q(host__isnull=False),
+                                   name="operator_event_about_something"),
+        ]
         verbose_name = _("operator event")
         verbose_name_plural = _("operator events")
 
     def __str__(self) -> str:
-        return f"{self.order} · {self.kind}"
+        return f"{self.subject} · {self.kind}"
+
+    @property
+    def subject(self) -> str:
+        """What the event is about, in a few words: the order's reference, else the host's name."""
+        if self.order_id:
+            return str(self.order)
+        return f"host {self.host.name}" if self.host_id else "?"
 
     @property
     def event_id(self) -> str:

@@ -76,11 +76,23 @@ def operator_addresses() -> list[str]:
     return sorted({email for email in staff.values_list("email", flat=True)})
 
 
+def _about(email: OrderEmail) -> str:
+    """For the logs: the order's reference, or the host an alert is about."""
+    if email.order_id:
+        return f"order {email.order.reference}"
+    return email.event.subject if email.event_id else "?"
+
+
 def _operator_message(email: OrderEmail) -> tuple[str, str]:
     order = email.order
     with translation.override("en"):  # the operators' language
-        link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:orders_order_change", args=[order.pk])
-        context = {"order": order, "link": link, "note": email.note, "event": email.event}
+        if order is not None:
+            link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:orders_order_change", args=[order.pk])
+        else:  # an alert about a host alone
+            link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("admin:fleet_host_change",
+                                                                     args=[email.event.host_id])
+        context = {"order": order, "link": link, "note": email.note, "event": email.event,
+                   "host": email.event.host if email.event_id else None}
         subject = " ".join(render_to_string("orders/email/operator_alert_subject.txt", context).split())
         body = render_to_string("orders/email/operator_alert.txt", context)
     return subject, body
@@ -115,7 +127,7 @@ def _send_one(email: OrderEmail, now: datetime) -> bool:
     if not recipients:
         # Trying again would not help until someone configures an address: kept, given up, and said.
         email.last_error, email.failed_at = NO_OPERATOR_ADDRESS[:300], now
-        log.error("the operator alert about order %s has nowhere to go: %s", email.order.reference, email.last_error)
+        log.error("the operator alert about %s has nowhere to go: %s", _about(email), email.last_error)
         email.save(update_fields=["attempts", "last_error", "failed_at"])
         return False
     try:
@@ -125,12 +137,12 @@ def _send_one(email: OrderEmail, now: datetime) -> bool:
         email.last_error = f"{type(exc).__name__}: {exc}"[:300]
         if email.attempts > len(RETRY_AFTER):
             email.failed_at = now
-            log.error("gave up the %s email of order %s after %d attempts: %s", email.kind,
-                      email.order.reference, email.attempts, email.last_error)
+            log.error("gave up the %s email of %s after %d attempts: %s", email.kind,
+                      _about(email), email.attempts, email.last_error)
         else:
             email.due_at = now + RETRY_AFTER[email.attempts - 1]
-            log.warning("could not send the %s email of order %s (attempt %d), trying again at %s: %s",
-                        email.kind, email.order.reference, email.attempts, email.due_at.isoformat(),
+            log.warning("could not send the %s email of %s (attempt %d), trying again at %s: %s",
+                        email.kind, _about(email), email.attempts, email.due_at.isoformat(),
                         email.last_error)
         email.save(update_fields=["attempts", "last_error", "due_at", "failed_at"])
         return False
@@ -149,7 +161,7 @@ def emails_send_due(*, now: datetime | None = None) -> int:
     while True:
         with transaction.atomic():
             due = list(due_now.select_for_update(skip_locked=True, of=("self",))
-                       .select_related("order__product", "order__environment", "order__quote__asset", "event")
+                       .select_related("order__product", "order__environment", "order__quote__asset", "event__host")
                        .order_by("due_at", "id")[:BATCH])
             for email in due:
                 sent += _send_one(email, now)

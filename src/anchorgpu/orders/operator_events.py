@@ -16,7 +16,13 @@ The cases (``OperatorEvent.Kind``), and where each is raised:
   (``payments.chain_alerts``);
 - ``order.provisioning_failed``: access could not be prepared, or was lost (``transitions.order_transition``);
 - ``order.refund_due``: money is owed back, or a paid term ended before access was ready
-  (``payments.services.note_excess``, ``lifecycle``).
+  (``payments.services.note_excess``, ``lifecycle``);
+- ``order.wipe_failed``: an ended order's machine could not be wiped after the last try (``wipes``);
+- ``host.refused``: a host refused (``HostRefused``) during a step, a wipe or a health re-check
+  (``step_failures.refuse_host``), or by fleet discovery with no order: ``on_host_refused``.
+
+An event has an order, except ``host.refused`` raised without one: it is then the host's (``OperatorEvent.host``),
+unique on (host, kind, key), and its email (an ``OrderEmail`` with no order) links to the host's admin page.
 """
 
 from __future__ import annotations
@@ -66,19 +72,26 @@ def _order_data(order: Order) -> dict:
     return data
 
 
-def operator_event_raise(*, order: Order, kind: str, key: str, text: str, data: dict | None = None,
-                         now: datetime | None = None) -> OperatorEvent | None:
+def operator_event_raise(*, order: Order | None, kind: str, key: str, text: str, data: dict | None = None,
+                         now: datetime | None = None, host=None) -> OperatorEvent | None:
     """Raise ``kind`` about ``order`` (locked by the caller, inside its transaction), saying ``text`` (English,
-    the operators' language). None when this (order, kind, key) was raised before: nothing is written then."""
+    the operators' language). None when this (order, kind, key) was raised before: nothing is written then.
+    With no order, the event is about ``host`` (a ``fleet.Host``) alone, unique on (host, kind, key)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("an operator event is raised inside the transaction of the change it is about")
+    if order is None and host is None:
+        raise ValueError("an operator event is about an order or a host")
     kind = Kind(kind)
-    if OperatorEvent.objects.filter(order=order, kind=kind, key=key).exists():
+    key = key[:200]
+    same = (OperatorEvent.objects.filter(order=order, kind=kind, key=key) if order is not None
+            else OperatorEvent.objects.filter(order__isnull=True, host=host, kind=kind, key=key))
+    if same.exists():
         return None
     now = now or timezone.now()
-    event = OperatorEvent(order=order, kind=kind, key=key[:200], text=text, created_at=now)
+    event = OperatorEvent(order=order, host=host, kind=kind, key=key, text=text, created_at=now)
+    about = {"order": _order_data(order)} if order is not None else {}
     event.payload = {"id": event.event_id, "type": kind.value, "created_at": _utc(now),
-                     "data": {"text": text, "order": _order_data(order), **(data or {})}}
+                     "data": {"text": text, **about, **(data or {})}}
     try:
         with transaction.atomic():  # a savepoint: a concurrent raise of the same event loses quietly
             event.save()
@@ -87,7 +100,7 @@ def operator_event_raise(*, order: Order, kind: str, key: str, text: str, data: 
     OrderEmail.objects.create(order=order, kind=OrderEmail.Kind.OPERATOR_ALERT, note=text, event=event, due_at=now)
     WebhookDelivery.objects.bulk_create(WebhookDelivery(event=event, url=url, due_at=now)
                                         for url in settings.ANCHORGPU_OPERATOR_WEBHOOK_URLS)
-    log.warning("order %s needs an operator (%s): %s", order.reference, kind.value, text)
+    log.warning("%s needs an operator (%s): %s", event.subject, kind.value, text)
     return event
 
 
@@ -123,3 +136,16 @@ def on_refund_due(order: Order, *, why: str = "") -> None:
         text = why or (f"{excess} base units were received that the order does not keep: refund them to the "
                        "customer's refund address." if excess else "A refund is due.")
     operator_event_raise(order=order, kind=kind, key=next_key(order, kind), text=text)
+
+
+def on_host_refused(*, host, why: str, order: Order | None = None) -> OperatorEvent | None:
+    """A host was refused (``HostRefused``: its SSH host key is not the pinned one, or it contradicts the fleet
+    record), in the caller's transaction. Raised once per host and finding (the key names both). With an order,
+    the event is the order's (found while preparing or wiping it); without one (fleet discovery), the host's
+    alone: the same email to the operators and webhooks, linking to the host's admin page."""
+    block = f" It is taken off sale: {host.sale_block}" if host.sale_block else ""
+    text = (f"Host {host.name} was refused: {why}.{block} Check the host (and its pinned key or fleet record) "
+            f"before it is used again; clear its sale block once fixed.")
+    key = f"host:{host.pk}:{why}"[:200]
+    data = {"host": {"name": host.name, "ssh_address": host.ssh_address, "sale_block": host.sale_block}}
+    return operator_event_raise(order=order, host=host, kind=Kind.HOST_REFUSED, key=key, text=text, data=data)

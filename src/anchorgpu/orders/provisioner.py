@@ -3,12 +3,18 @@
 A provisioner has one method per ``Step`` plus ``wipe`` for the term's end.
 Every method takes the order, must be idempotent (the worker may call it
 again after a crash before the step was recorded) and returns a small
-JSON-able dict, stored as the step's ``detail``. A method that cannot do
-its step raises ``ProvisioningError``; the worker records the failure and
-retries on a later sweep, up to a limit (see ``fulfilment``).
+JSON-able dict, stored as the step's ``detail`` (the wipe's is its proof).
+A method that cannot do its step raises ``ProvisioningError`` (or
+``HostUnavailable``, ``HostRefused``); the worker records the failure and
+retries after a back-off, up to a limit (see ``retry``, ``step_failures``).
 
-Methods run inside the worker's transaction, with the order's row locked:
-they may read the database but must not commit anything themselves.
+Methods run with no transaction open and no row locked: the worker holds
+a lease on the order's step meanwhile (``step_lease``), so a method may take
+minutes (SSH, containers). They may read the database but must not write to
+it: the worker records the result, and only while its lease holds. A method
+may be called again for the same step after a crash (the lease taken over),
+so it finds what an earlier try made (a container named by the order) and
+carries on.
 
 The deployment picks one with the ``ANCHORGPU_PROVISIONER`` setting (a
 dotted path); ``get_provisioner()`` loads it.

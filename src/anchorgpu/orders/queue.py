@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from .models import Order
+from .retry import MAX_WIPE_FAILURES
 from .states import NEEDS_OPERATOR, OrderState
 
 # Refund checks on chain that ended in a finding no later look changes (payments.refunds._FINAL).
@@ -17,9 +18,11 @@ REFUND_CHECK_FAILED = ("other_address", "wrong_asset", "failed", "bad_data", "sh
 
 def needs_operator() -> Q:
     """A claimed, short or late payment, a refund owed, access that failed, a chain alert (money the
-    watcher had counted is no longer on chain), or a refund whose transaction does not hold up on chain."""
+    watcher had counted is no longer on chain), a refund whose transaction does not hold up on chain, or a
+    machine that could not be wiped after its order ended."""
     return (Q(state__in=[s.value for s in NEEDS_OPERATOR]) | Q(refund_due=True)
             | Q(state=OrderState.FAILED.value) | ~Q(chain_alert="")
+            | Q(wipe_due_at__isnull=False, wipe_attempts__gte=MAX_WIPE_FAILURES)
             | Q(refunds__verified_at__isnull=True, refunds__verification__status__in=REFUND_CHECK_FAILED))
 
 

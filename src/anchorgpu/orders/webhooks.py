@@ -85,12 +85,12 @@ def _attempted(delivery: WebhookDelivery, now: datetime, status: int | None, err
         delivery.sent_at = now
     elif delivery.attempts > len(RETRY_AFTER) or error == NOT_CONFIGURED:
         delivery.failed_at = now
-        log.error("gave up the %s webhook of order %s to %s after %d attempts: %s", delivery.event.kind,
-                  delivery.event.order.reference, shown_url(delivery.url), delivery.attempts, delivery.last_error)
+        log.error("gave up the %s webhook of %s to %s after %d attempts: %s", delivery.event.kind,
+                  delivery.event.subject, shown_url(delivery.url), delivery.attempts, delivery.last_error)
     else:
         delivery.due_at = now + RETRY_AFTER[delivery.attempts - 1]
-        log.warning("the %s webhook of order %s to %s failed (attempt %d), trying again at %s: %s",
-                    delivery.event.kind, delivery.event.order.reference, shown_url(delivery.url),
+        log.warning("the %s webhook of %s to %s failed (attempt %d), trying again at %s: %s",
+                    delivery.event.kind, delivery.event.subject, shown_url(delivery.url),
                     delivery.attempts, delivery.due_at.isoformat(), delivery.last_error)
     delivery.save(update_fields=["last_status", "last_error", "sent_at", "failed_at", "due_at"])
     return not error
@@ -106,7 +106,7 @@ def webhooks_send_due(*, now: datetime | None = None) -> int:
     while True:
         with transaction.atomic():
             batch = list(due_now.select_for_update(skip_locked=True, of=("self",))
-                         .select_related("event__order").order_by("due_at", "id")[:BATCH])
+                         .select_related("event__order", "event__host").order_by("due_at", "id")[:BATCH])
             for delivery in batch:
                 delivery.attempts += 1
                 delivery.due_at = now + LEASE
@@ -130,6 +130,6 @@ def webhook_retry(*, delivery: WebhookDelivery, actor: str) -> bool:
             return False
         locked.failed_at, locked.attempts, locked.due_at = None, 0, timezone.now()
         locked.save(update_fields=["failed_at", "attempts", "due_at"])
-        audit_record(actor=actor, action="webhook_retry", obj=locked.event.order,
+        audit_record(actor=actor, action="webhook_retry", obj=locked.event.order or locked.event.host,
                      data={"event": locked.event.event_id, "url": shown_url(locked.url)})
     return True

@@ -34,11 +34,11 @@ from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
 from anchorgpu.orders import notify, rules
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
-from anchorgpu.orders.lifecycle import wipe_recorded
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.queue import REFUND_CHECK_FAILED
 from anchorgpu.orders.states import OrderState
 from anchorgpu.orders.transitions import order_lock, order_transition
+from anchorgpu.orders.wipes import wipe_mark_due
 
 from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
@@ -176,7 +176,8 @@ def _end_whole(order: Order, *, actor: str, reason: str, row: Refund, now: datet
     was = order.order_state
     order_transition(order=order, to=S.REFUNDED, actor=actor, reason=reason)
     _credit(order, amount=None, reason=reason, actor=actor, row=row, now=now, refund=refund)
-    wipe_recorded(order, now=now, always=was is S.ACTIVE)  # whatever access had been prepared goes
+    # Whatever access had been prepared goes: the worker wipes it after this transaction (orders.wipes).
+    wipe_mark_due(order, now=now, always=was is S.ACTIVE, actor=actor)
     release_booking(order, actor=actor, reason=f"refunded: {reason}")
 
 
