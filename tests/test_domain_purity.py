@@ -18,6 +18,7 @@ PURE_MODULES = [
     "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
     "anchorgpu.chains.http", "anchorgpu.chains.esplora",
     "anchorgpu.json_depth", "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
+    "anchorgpu.access.containers", "anchorgpu.access.health",
 ]
 
 

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 CUDA_VERSION = "12.4.1"
-BINARIES = ("/usr/sbin/sshd", "/usr/bin/ssh-keygen")
+BINARIES = ("/usr/sbin/sshd", "/usr/bin/ssh-keygen", "/bin/busybox")
 
 
 def _libraries(binary: str) -> set[str]:
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout  # a static binary: none
     found = set()
     for line in out.splitlines():
         match = re.search(r"(/\S+)\s+\(0x", line)
@@ -38,7 +38,10 @@ def build_rootfs(root: Path) -> Path:
         (root / folder).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "tmp", 0o1777)
     os.chmod(root / "root", 0o700)
-    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+    for binary in BINARIES:
+        _copy(binary, root)
+        for library in _libraries(binary):
+            _copy(library, root)
     applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()
     for applet in applets:
         if applet in ("busybox", "sshd", "ssh-keygen"):
@@ -46,10 +49,6 @@ def build_rootfs(root: Path) -> Path:
         link = root / "bin" / applet
         if not link.exists():
             link.symlink_to("busybox")
-    for binary in BINARIES:
-        _copy(binary, root)
-        for library in _libraries(binary):
-            _copy(library, root)
     (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
                                          "sshd:x:100:65534:sshd:/run/sshd:/bin/false\n"
                                          "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
