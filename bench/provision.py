@@ -140,7 +140,8 @@ def main() -> int:
             for order in Order.objects.filter(pk__in=paid_at):
                 assert login_refused(order.access_host, order.access_port, order.access_user, keys) == \
                     "connection refused"
-            print("  " + _figures("term end -> wipe proven", [provisioner.done[("wipe", pk)] - sweep for pk in paid_at]))
+            wiped = [provisioner.done[("wipe", pk)] - sweep for pk in paid_at]
+            print("  " + _figures("term end -> wipe proven", wiped))
             print(f"  every login refused afterwards; {sum(len(h.containers()) for h in fleet.hosts)} container(s) "
                   f"and {sum(len(h.volumes()) for h in fleet.hosts)} volume(s) left on the hosts")
     finally:

@@ -82,9 +82,12 @@ def test_what_the_commands_print_is_parsed():
     assert health.card_nodes("null\nnvidia0\nnvidiactl\nnvidia-uvm\nrenderD128\nnvidia12\n") == [
         "nvidia0", "nvidia12", "renderD128"]
     assert health.smi_rows("GPU-b, 550.54.15\nGPU-a, 550.54.15\n") == (["GPU-a", "GPU-b"], "550.54.15")
-    assert health.open_verdict("sh: can't open '/tmp/p': Operation not permitted", 1) == "denied"
-    assert health.open_verdict("can't open '/dev/nvidia1': No such device or address", 1) == "no-driver"
-    assert health.open_verdict("opened\n", 0) == "opened"
+    assert health.open_verdict("sh: can't open '/tmp/p': Operation not permitted") == "denied"
+    assert health.open_verdict("can't open '/dev/nvidia1': No such device or address") == "no-driver"
+    assert health.open_verdict("opened\n") == "opened"
+    assert health.open_verdict("mknod: /tmp/p: Operation not permitted\nmknod failed").startswith("failed")
+    assert health.sections("@nodes\nnvidia0\n@open /dev/nvidia0\nopened\n") == {
+        "nodes": "nvidia0", "open /dev/nvidia0": "opened"}
     df = "Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/vda 264212084 25747528 80643384 25% /\n"
     assert health.free_gib(df) == 76.91
     assert health.free_gib("") is None

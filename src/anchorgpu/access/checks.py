@@ -61,39 +61,25 @@ def host_share(conn: ssh.Connection, part: HostPart) -> c.Share:
     return c.Share(cpus=cpus, memory_mib=memory, cards=part.card_count)
 
 
-def _exec(conn: ssh.Connection, part: HostPart, name: str, *command: str) -> ssh.CommandResult:
-    return conn.run(c.exec_argv(part.runtime, name, *command), check=False)
-
-
 def health_findings(conn: ssh.Connection, part: HostPart, work: OrderWork, name: str) -> health.Findings:
-    listing = _exec(conn, part, name, "sh", "-c", "ls -1 /dev; ls -1 /dev/dri 2>/dev/null; true").stdout
-    seen_nodes = health.card_nodes(listing)
     if work.vendor == "nvidia":
         expected_nodes = sorted(f"nvidia{card.index}" for card in part.cards)
-        smi = _exec(conn, part, name, *SMI)
-        uuids, driver = health.smi_rows(smi.stdout) if smi.ok else ([], "")
         expected_uuids = sorted(card.uuid for card in part.cards)
         booked_nodes = [f"/dev/nvidia{card.index}" for card in part.cards]
-        major = health.NVIDIA_MAJOR
+        major, minor = health.NVIDIA_MAJOR, (part.other_indices[:1] or (254,))[0]
     else:  # AMD: the render nodes; the GPU tool's UUIDs are not read for AMD cards yet
-        expected_nodes = sorted(card_node.rsplit("/", 1)[-1] for card_node in render_nodes(conn, part, work))
-        uuids, driver, expected_uuids = [], "", []
+        expected_nodes = sorted(node.rsplit("/", 1)[-1] for node in render_nodes(conn, part, work))
+        expected_uuids = []
         booked_nodes = [f"/dev/dri/{node}" for node in expected_nodes]
-        major = 226
-    booked_open = {}
-    for node in booked_nodes:
-        opened = _exec(conn, part, name, "sh", "-c", health.OPEN_NODE, "open", node)
-        booked_open[node] = health.open_verdict(opened.stdout + opened.stderr, opened.exit_status)
-    other_open = {}
-    others = list(part.other_indices[:1]) or [254]
-    for index in others:
-        minor = index if major == health.NVIDIA_MAJOR else 128 + index
-        probed = _exec(conn, part, name, "sh", "-c", health.PROBE_NODE, "probe", str(major), str(minor))
-        other_open[f"{major}:{minor}"] = health.open_verdict(probed.stdout + probed.stderr, probed.exit_status)
-    cuda = _exec(conn, part, name, "sh", "-c", 'echo "$CUDA_VERSION"').stdout.strip() if work.vendor == "nvidia" \
-        else ""
-    df = _exec(conn, part, name, "df", "-Pk", "/workspace")
-    return health.Findings(expected_nodes=expected_nodes, seen_nodes=seen_nodes, expected_uuids=expected_uuids,
-                           seen_uuids=uuids, driver_version=driver, cuda_version=cuda, booked_open=booked_open,
-                           other_open=other_open, free_gib=health.free_gib(df.stdout), sold_gib=work.sold_on(part)
-                           ).judge()
+        major, minor = 226, 128 + (part.other_indices[:1] or (126,))[0]
+    ran = conn.run(c.exec_argv(part.runtime, name, "sh", "-c", health.SCRIPT, "health", str(major), str(minor),
+                               *booked_nodes), check=False)
+    seen = health.sections(ran.stdout)
+    uuids, driver = health.smi_rows(seen.get("smi", "")) if work.vendor == "nvidia" else ([], "")
+    return health.Findings(
+        expected_nodes=expected_nodes, seen_nodes=health.card_nodes(seen.get("nodes", "")),
+        expected_uuids=expected_uuids, seen_uuids=uuids, driver_version=driver,
+        cuda_version=seen.get("cuda", "").strip() if work.vendor == "nvidia" else "",
+        booked_open={node: health.open_verdict(seen.get(f"open {node}", "")) for node in booked_nodes},
+        other_open={f"{major}:{minor}": health.open_verdict(seen.get("probe", ""))},
+        free_gib=health.free_gib(seen.get("df", "")), sold_gib=work.sold_on(part)).judge()

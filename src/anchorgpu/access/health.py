@@ -21,11 +21,32 @@ from anchorgpu.fleet.driver_compat import cuda_driver_problem
 NVIDIA_MAJOR = 195
 _CARD_NODE = re.compile(r"^(nvidia\d+|renderD\d+)$")
 
-# Opens a node (argument 1) without reading it; the shell prints why it could not.
-OPEN_NODE = ': < "$1" && echo opened'
-# Makes a node for another card (major, minor) in the container's /tmp and opens it.
-PROBE_NODE = ('p=/tmp/.anchorgpu-probe-$$; mknod "$p" c "$1" "$2" || exit 3; '
-              '( : < "$p" ) 2>&1 && echo opened; rm -f "$p"')
+# Everything the check reads, in one run inside the container. Arguments: the card major, the minor of another
+# card (made with mknod in /tmp and opened: the device cgroup must refuse it), then the booked card nodes (each
+# opened without being read). Each part of the output starts with a line "@name".
+SCRIPT = """exec 2>&1; major=$1; minor=$2; shift 2
+echo @nodes; ls -1 /dev; ls -1 /dev/dri 2>/dev/null
+echo @smi; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=uuid,driver_version --format=csv,noheader
+echo @cuda; echo "$CUDA_VERSION"
+echo @df; df -Pk /workspace
+echo @probe; p=/tmp/.anchorgpu-probe-$$
+if mknod "$p" c "$major" "$minor"; then ( : < "$p" ) && echo opened; rm -f "$p"; else echo "mknod failed"; fi
+for node in "$@"; do echo "@open $node"; ( : < "$node" ) && echo opened; done
+true
+"""
+
+
+def sections(output: str) -> dict[str, str]:
+    """The script's output cut at its "@name" lines."""
+    parts: dict[str, list[str]] = {}
+    current = ""
+    for line in output.splitlines():
+        if line.startswith("@"):
+            current = line[1:].strip()
+            parts[current] = []
+        elif current:
+            parts[current].append(line)
+    return {name: "\n".join(lines) for name, lines in parts.items()}
 
 
 def card_nodes(listing: str) -> list[str]:
@@ -45,11 +66,11 @@ def smi_rows(stdout: str) -> tuple[list[str], str]:
     return sorted(uuids), (sorted(drivers)[0] if len(drivers) == 1 else ", ".join(sorted(drivers)))
 
 
-def open_verdict(output: str, exit_status: int) -> str:
+def open_verdict(output: str) -> str:
     """'opened', 'denied' (the cgroup: EPERM), 'no-driver' (ENXIO/ENODEV: the cgroup let it through) or
     'failed: …'."""
     text = output.strip().lower()
-    if exit_status == 3:
+    if "mknod failed" in text:
         return "failed: could not make the probe node (mknod)"
     if "opened" in text:
         return "opened"
