@@ -3,8 +3,9 @@ cards through CDI; see tests/hosts/harness.py), the real provisioner, PostgreSQL
 
 For 1 order, then for 20 orders of one card each over 4 test hosts of 8 cards, it prints:
 
-1. seconds from the payment recorded to a working login: the worker's sweep (``provision_due``, one worker, in
-   this process) prepares every paid order, then a real SSH login with each customer's key runs a command;
+1. seconds from the payment recorded to a working login: the worker's sweep (``provision_due``, in this process;
+   ``--workers N``: N threads sweeping at once) prepares every paid order, then a real SSH login with each
+   customer's key runs a command;
    per order: payment → access delivered, and payment → that login done;
 2. seconds from the term's end to the wipe proven: ``terms_end_due`` stops and removes each container and volume
    and proves it (neither exists, the port refuses); per order: sweep start → its wipe proven; then each login is
@@ -13,7 +14,7 @@ For 1 order, then for 20 orders of one card each over 4 test hosts of 8 cards, i
 Needs root and the tools .ci/run installs. It drops and recreates its own database
 (``anchorgpu_bench_provision``)::
 
-    .venv/bin/python bench/provision.py [--orders 1,20] [--hosts 4]
+    .venv/bin/python bench/provision.py [--orders 1,20] [--hosts 4] [--workers 1]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +55,8 @@ def main() -> int:
     parser.add_argument("--url", default=DEFAULT_URL)
     parser.add_argument("--orders", default="1,20")
     parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="sweeping threads, each with its own database connection, as that many workers (1)")
     args = parser.parse_args()
     rounds = [min(32, max(1, int(n))) for n in args.orders.split(",")]
     _recreate(args.url)
@@ -69,6 +73,7 @@ def main() -> int:
     logging.disable(logging.WARNING)
     from django.conf import settings
     from django.core.management import call_command
+    from django.db import connections
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     call_command("migrate", verbosity=0)
@@ -114,11 +119,21 @@ def main() -> int:
                 txn += 1
                 paid_at[order.pk] = time.monotonic()
                 orders.append(order)
-            while Order.objects.filter(pk__in=paid_at, state__in=("paid", "provisioning")).exists():
-                provision_due(provisioner=provisioner, limit=count)
-                failed = Order.objects.filter(pk__in=paid_at, state="failed").values_list("reference", "last_error")
-                if failed:
-                    raise SystemExit(f"provisioning failed: {list(failed)}")
+            def sweep_until_done(provisioner=provisioner, pks=tuple(paid_at), count=count):
+                try:
+                    while Order.objects.filter(pk__in=pks, state__in=("paid", "provisioning")).exists():
+                        provision_due(provisioner=provisioner, limit=count)
+                finally:
+                    connections.close_all()
+
+            threads = [threading.Thread(target=sweep_until_done) for _ in range(max(1, args.workers))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            failed = list(Order.objects.filter(pk__in=paid_at, state="failed").values_list("reference", "last_error"))
+            if failed:
+                raise SystemExit(f"provisioning failed: {failed}")
             logged_in = {}
             for order in Order.objects.filter(pk__in=paid_at).order_by("pk"):
                 with Login(order.access_host, order.access_port, order.access_user, keys) as login:
@@ -126,7 +141,7 @@ def main() -> int:
                     assert status == 0
                 logged_in[order.pk] = time.monotonic()
             hosts_used = len({o.access_host for o in Order.objects.filter(pk__in=paid_at)})
-            print(f"\n{count} order(s) of 1 card over {hosts_used} host(s), one worker:")
+            print(f"\n{count} order(s) of 1 card over {hosts_used} host(s), {args.workers} worker(s):")
             print("  " + _figures("payment -> access delivered",
                                   [provisioner.done[("access", pk)] - paid_at[pk] for pk in paid_at]))
             print("  " + _figures("payment -> working login", [logged_in[pk] - paid_at[pk] for pk in paid_at]))

@@ -25,7 +25,8 @@ from tests.faults.workers import wait_for
 from .pausing import RealWorkers
 from .shop_hosts import bind_fleet, key_pair, place
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# db_race: the shop's invariants are scanned afterwards too (tests/conftest.py), as after the other fault tests.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_race]
 STEPS = [step.value for step in PLAN]
 
 
