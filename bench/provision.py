@@ -106,7 +106,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="anchorgpu-bench-"))
     try:
         shop.load_shop()
-        bind_fleet(fleet)
+        bind_fleet(fleet, settings)
         keys = key_pair(folder, "bench")
         user = shop.customer()
         txn = 0

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
-from django.conf import settings
 
 from anchorgpu.catalog.models import Environment
 from anchorgpu.fleet.models import Device, Host
@@ -20,9 +19,10 @@ PRODUCT = "h100-sxm-80gb"
 ENVIRONMENT = "pytorch-cuda124"
 
 
-def bind_fleet(fleet: Fleet, *, product: str = PRODUCT, image: str = IMAGE) -> list[Host]:
+def bind_fleet(fleet: Fleet, settings, *, product: str = PRODUCT, image: str = IMAGE) -> list[Host]:
     """The product's hosts become the test hosts (one each, in name order); the others are retired so every
-    booking lands on a test host. The environment's image is the test image. Sets the operator key."""
+    booking lands on a test host. The environment's image is the test image. The operator key is set on
+    ``settings`` (pytest-django's fixture in tests, so it is put back afterwards)."""
     hosts = list(Host.objects.filter(product__slug=product).order_by("name"))
     assert len(hosts) >= len(fleet.hosts), "the demo fleet has fewer hosts than the test fleet"
     for row, test_host in zip(hosts, fleet.hosts, strict=False):

@@ -35,7 +35,7 @@ def test_two_orders_on_one_host_each_see_only_their_cards_and_the_term_end_wipes
     fleet = make_fleet(1, cards=4)
     test_host = fleet.hosts[0]
     shop.load_shop()
-    (row,) = bind_fleet(fleet)
+    (row,) = bind_fleet(fleet, real_access)
     alice, bob = key_pair(tmp_path, "alice"), key_pair(tmp_path, "bob")
     first = _paid(shop.customer("alice@example.com"), alice, quantity=1)
     second = _paid(shop.customer("bob@example.com"), bob, 1, quantity=2)

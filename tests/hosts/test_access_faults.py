@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def one_host(make_fleet, real_access, tmp_path):
     fleet = make_fleet(1, cards=2)
     shop.load_shop()
-    (row,) = bind_fleet(fleet)
+    (row,) = bind_fleet(fleet, real_access)
     order = place(shop.customer(), key_pair(tmp_path, "alice"))
     shop.pay(order)
     return fleet.hosts[0], row, Order.objects.get(pk=order.pk)

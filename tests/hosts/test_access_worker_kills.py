@@ -39,7 +39,7 @@ def test_a_worker_killed_inside_each_step_and_restarted_leaves_one_container_per
     fleet = make_fleet(1, cards=4)
     test_host = fleet.hosts[0]
     shop.load_shop()
-    bind_fleet(fleet)
+    bind_fleet(fleet, real_access)
     keys = key_pair(tmp_path, "alice")
     user = shop.customer()
     orders = []
