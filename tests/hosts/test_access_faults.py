@@ -119,3 +119,54 @@ def test_each_step_run_again_finds_what_it_made_and_a_container_of_another_confi
     proof = provisioner.wipe(order)
     assert proof["proven"] and _order_containers(test_host, order) == []
     assert provisioner.wipe(order)["proven"]  # a wipe run again proves it again
+
+
+class CrashesMidWipe(SSHProvisioner):
+    """Removes the container, then dies before the volume (as a worker killed in the middle of a wipe would)."""
+
+    def __init__(self, test_host):
+        self.test_host = test_host
+
+    def wipe(self, order):
+        self.test_host.podman("rm", "-f", containers.container_name(order.reference), check=True)
+        raise RuntimeError("the worker died here")
+
+
+def test_a_wipe_cut_short_is_finished_and_proven_by_the_next_sweep(one_host):
+    from datetime import timedelta
+
+    from anchorgpu.orders.fulfilment import provision_due
+    from anchorgpu.orders.lifecycle import terms_end_due
+    from anchorgpu.orders.models import ProvisioningStep
+
+    test_host, row, order = one_host
+    provision_due()
+    order = Order.objects.get(pk=order.pk)
+    assert order.state == "active", order.last_error
+    after = order.ends_at + timedelta(seconds=1)
+    terms_end_due(now=after, provisioner=CrashesMidWipe(test_host))
+    assert Order.objects.get(pk=order.pk).state == "active"  # not ended: the wipe was not proven
+    assert containers.volume_name(order.reference) in test_host.volumes()
+    terms_end_due(now=after)
+    order = Order.objects.get(pk=order.pk)
+    assert order.state == "completed"
+    wipes = list(ProvisioningStep.objects.filter(order=order, step="wipe"))
+    assert len(wipes) == 1 and wipes[0].detail["proven"] is True
+    assert wipes[0].detail["hosts"][row.name]["login"] == "refused"
+    assert _order_containers(test_host, order) == [] and test_host.volumes() == []
+
+
+def test_the_worker_keeps_what_went_wrong_with_the_host_on_the_order(one_host):
+    from anchorgpu.orders.fulfilment import provision_due
+
+    test_host, row, order = one_host
+    test_host.restart_sshd_with_new_key()
+    provision_due()
+    order = Order.objects.get(pk=order.pk)
+    assert order.state != "active" and not order.steps.exists()
+    assert row.name in order.last_error and "not the pinned one" in order.last_error
+    test_host.cut()
+    provision_due()
+    order = Order.objects.get(pk=order.pk)
+    assert order.state != "active" and not order.steps.exists()
+    assert row.name in order.last_error and order.reference in order.last_error
