@@ -19,6 +19,7 @@ PURE_MODULES = [
     "anchorgpu.chains.http", "anchorgpu.chains.esplora",
     "anchorgpu.json_depth", "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
     "anchorgpu.fleet.inventory_parse", "anchorgpu.fleet.card_match", "anchorgpu.fleet.driver_compat",
+    "anchorgpu.access.containers", "anchorgpu.access.health",
 ]
 
 

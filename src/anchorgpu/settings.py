@@ -31,6 +31,7 @@ ANCHORGPU_HOST_SSH_KEY_FILE              file holding the operator's private SSH
 ANCHORGPU_HOST_SSH_TIMEOUT               seconds to connect to a host, and for one command on it (30)
 ANCHORGPU_STEP_LEASE_SECONDS             how long a worker's claim on one access step lasts before another may take
                                          it over (900)
+ANCHORGPU_WORKSPACE_GIB_PER_CARD         GiB of /workspace sold with each card; the health check finds it free (50)
 ANCHORGPU_SIMULATION_TIMEOUT             seconds one planner simulation may run before it is stopped (1800)
 ANCHORGPU_SIMULATION_QUEUE_LIMIT         planner simulations waiting at most, all visitors together (20)
 ANCHORGPU_SIMULATION_PER_REQUESTER       unfinished planner simulations one visitor may have (2)
@@ -371,6 +372,8 @@ ANCHORGPU_HOST_SSH_KEY_FILE = os.environ.get("ANCHORGPU_HOST_SSH_KEY_FILE", "").
 ANCHORGPU_HOST_SSH_KEY = os.environ.get("ANCHORGPU_HOST_SSH_KEY", "")
 ANCHORGPU_HOST_SSH_TIMEOUT = _whole("ANCHORGPU_HOST_SSH_TIMEOUT", 30)
 ANCHORGPU_STEP_LEASE_SECONDS = _whole("ANCHORGPU_STEP_LEASE_SECONDS", 900, minimum=30)
+# Space on /workspace sold with each card (the real provisioner's health check insists it is free).
+ANCHORGPU_WORKSPACE_GIB_PER_CARD = _whole("ANCHORGPU_WORKSPACE_GIB_PER_CARD", 50, minimum=1)
 # The seller on invoices and credit notes (anchorgpu.billing.seller); the VAT rates are the admin's (VatRate).
 ANCHORGPU_COMPANY_NAME = os.environ.get("ANCHORGPU_COMPANY_NAME", "AnchorGPU").strip()
 ANCHORGPU_COMPANY_ADDRESS = os.environ.get("ANCHORGPU_COMPANY_ADDRESS", PLACEHOLDER_COMPANY_ADDRESS)  # |: line

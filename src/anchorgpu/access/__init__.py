@@ -1,0 +1,1 @@
+"""The real provisioner: containers per order on the operator's hosts, over SSH (DESIGN §6)."""
