@@ -7,7 +7,7 @@ For 1 order, then for 20 orders of one card each over 4 test hosts of 8 cards, i
    ``--workers N``: N threads sweeping at once) prepares every paid order, then a real SSH login with each
    customer's key runs a command;
    per order: payment → access delivered, and payment → that login done;
-2. seconds from the term's end to the wipe proven: ``terms_end_due`` stops and removes each container and volume
+2. seconds from the term's end to the wipe proven: ``terms_end_due`` ends the terms and ``wipes_due`` stops and removes each container and volume
    and proves it (neither exists, the port refuses); per order: sweep start → its wipe proven; then each login is
    tried again and must be refused.
 
@@ -80,6 +80,7 @@ def main() -> int:
     from anchorgpu.access.provisioner import SSHProvisioner
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import terms_end_due
+    from anchorgpu.orders.wipes import wipes_due
     from anchorgpu.orders.models import Order
     from tests import shop
     from tests.hosts.harness import Fleet
@@ -149,7 +150,8 @@ def main() -> int:
                   "after the first payment")
             ends = max(Order.objects.filter(pk__in=paid_at).values_list("ends_at", flat=True))
             sweep = time.monotonic()
-            terms_end_due(now=ends + timedelta(seconds=1), provisioner=provisioner)
+            terms_end_due(now=ends + timedelta(seconds=1))
+            wipes_due(now=ends + timedelta(seconds=1), provisioner=provisioner, limit=count)
             states = set(Order.objects.filter(pk__in=paid_at).values_list("state", flat=True))
             assert states == {"completed"}, states
             for order in Order.objects.filter(pk__in=paid_at):

@@ -10,6 +10,7 @@ import pytest
 from anchorgpu.access.containers import container_name, volume_name
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import terms_end_due
+from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.provisioning import PLAN
 from tests import shop
@@ -83,6 +84,7 @@ def test_two_orders_on_one_host_each_see_only_their_cards_and_the_term_end_wipes
                                                                  container_name(second.reference)}
 
     terms_end_due(now=first.ends_at + timedelta(seconds=1))
+    wipes_due(now=first.ends_at + timedelta(seconds=1))  # the worker's next sweep
     first = Order.objects.get(pk=first.pk)
     assert first.state == "completed"
     proof = ProvisioningStep.objects.get(order=first, step="wipe").detail

@@ -138,18 +138,22 @@ def test_a_wipe_cut_short_is_finished_and_proven_by_the_next_sweep(one_host):
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import terms_end_due
     from anchorgpu.orders.models import ProvisioningStep
+    from anchorgpu.orders.wipes import wipes_due
 
     test_host, row, order = one_host
     provision_due()
     order = Order.objects.get(pk=order.pk)
     assert order.state == "active", order.last_error
     after = order.ends_at + timedelta(seconds=1)
-    terms_end_due(now=after, provisioner=CrashesMidWipe(test_host))
-    assert Order.objects.get(pk=order.pk).state == "active"  # not ended: the wipe was not proven
-    assert containers.volume_name(order.reference) in test_host.volumes()
-    terms_end_due(now=after)
+    terms_end_due(now=after)  # the term ends and the cards are released; the wipe is due
+    wipes_due(now=after, provisioner=CrashesMidWipe(test_host))
     order = Order.objects.get(pk=order.pk)
-    assert order.state == "completed"
+    assert order.state == "completed" and order.wipe_due_at is not None  # the wipe was not proven: still due
+    assert not ProvisioningStep.objects.filter(order=order, step="wipe").exists()
+    assert containers.volume_name(order.reference) in test_host.volumes()
+    wipes_due(now=after + timedelta(hours=1))  # past the back-off
+    order = Order.objects.get(pk=order.pk)
+    assert order.state == "completed" and order.wipe_due_at is None
     wipes = list(ProvisioningStep.objects.filter(order=order, step="wipe"))
     assert len(wipes) == 1 and wipes[0].detail["proven"] is True
     assert wipes[0].detail["hosts"][row.name]["login"] == "refused"

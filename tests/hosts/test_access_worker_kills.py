@@ -16,6 +16,7 @@ import pytest
 from anchorgpu.access.containers import container_name, volume_name
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.lifecycle import terms_end_due
+from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.provisioning import PLAN
 from tests import shop
@@ -86,6 +87,8 @@ def test_a_worker_killed_inside_each_step_and_restarted_leaves_one_container_per
     assert sorted(test_host.volumes()) == sorted(volume_name(o.reference) for o in orders)
 
     # The term ends: nothing of either order is left on the host.
-    terms_end_due(now=max(Order.objects.get(pk=o.pk).ends_at for o in orders) + timedelta(seconds=1))
+    ended = max(Order.objects.get(pk=o.pk).ends_at for o in orders) + timedelta(seconds=1)
+    terms_end_due(now=ended)
+    wipes_due(now=ended)
     assert _states(orders) == {"completed"}
     assert test_host.containers() == [] and test_host.volumes() == []

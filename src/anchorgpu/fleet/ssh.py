@@ -146,6 +146,9 @@ class Connection:
         self.close()
 
     def open(self) -> None:
+        """Connect; a connection already open is kept (so ``with connect(host) as conn:`` connects once)."""
+        if self._client is not None:
+            return
         t = self.target
         if not t.address:
             raise HostUnreachable(f"host {t.name} has no SSH address")
