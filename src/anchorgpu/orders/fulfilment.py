@@ -49,7 +49,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -198,24 +198,9 @@ def _one_step(order_pk: int, provisioner: Provisioner, clock: Callable[[], datet
     claim = _claim(order_pk, provisioner, clock())
     if claim is None:
         return ""
-    try:
-        detail = provisioner.run(claim.step, claim.order)
-    except (OperationalError, InterfaceError):
-        step_lease.forget(claim.owner)  # the database went away: the lease is reclaimed by the next sweep
-        raise
-    except Exception as exc:  # noqa: BLE001 - a failed attempt, counted
-        try:
-            record_failure(claim, exc, provisioner, clock())
-        finally:
-            step_lease.forget(claim.owner)
-        return "failed"
-    except BaseException:
-        step_lease.hand_back(order_pk, claim.owner)
-        raise
-    try:
-        return "done" if _record_step(claim, detail, provisioner, clock()) else ""
-    finally:
-        step_lease.forget(claim.owner)
+    return step_lease.run_leased(order_pk, claim.owner, lambda: provisioner.run(claim.step, claim.order),
+                                 failed=lambda exc: record_failure(claim, exc, provisioner, clock()),
+                                 done=lambda detail: _record_step(claim, detail, provisioner, clock()))
 
 
 def _advance(order_pk: int, provisioner: Provisioner, clock: Callable[[], datetime]) -> bool:

@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -140,3 +141,31 @@ class Claim:
     @property
     def name(self) -> str:
         return str(getattr(self.step, "value", self.step))
+
+
+def run_leased(order_pk: int, owner: str, work: Callable[[], dict], *, failed: Callable[[Exception], None],
+               done: Callable[[dict], bool]) -> str:
+    """Run ``work`` (the provisioner's call, with no transaction open) under the lease ``owner`` holds, then
+    ``done(detail)`` to record it, or ``failed(error)`` to count a failed attempt: "done", "failed" or "" (the
+    record found the lease gone). A lost database connection leaves the lease to the next sweep; an interrupt
+    (Ctrl-C, SystemExit) hands it back before it goes on."""
+    from django.db import InterfaceError, OperationalError
+
+    try:
+        detail = work()
+    except (OperationalError, InterfaceError):
+        forget(owner)
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed attempt, counted
+        try:
+            failed(exc)
+        finally:
+            forget(owner)
+        return "failed"
+    except BaseException:
+        hand_back(order_pk, owner)
+        raise
+    try:
+        return "done" if done(detail) else ""
+    finally:
+        forget(owner)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -164,24 +164,9 @@ def wipe_run(order_pk: int, *, provisioner: Provisioner, clock: Callable[[], dat
     claim = _claim(order_pk, clock(), force=force)
     if not isinstance(claim, Claim):
         return claim or ""
-    try:
-        detail = provisioner.run(WIPE, claim.order)
-    except (OperationalError, InterfaceError):
-        step_lease.forget(claim.owner)
-        raise
-    except Exception as exc:  # noqa: BLE001 - a failed attempt, counted
-        try:
-            _record_failure(claim, exc, provisioner, clock())
-        finally:
-            step_lease.forget(claim.owner)
-        return "failed"
-    except BaseException:
-        step_lease.hand_back(order_pk, claim.owner)
-        raise
-    try:
-        return "done" if _record(claim, detail, provisioner, clock()) else ""
-    finally:
-        step_lease.forget(claim.owner)
+    return step_lease.run_leased(order_pk, claim.owner, lambda: provisioner.run(WIPE, claim.order),
+                                 failed=lambda exc: _record_failure(claim, exc, provisioner, clock()),
+                                 done=lambda detail: _record(claim, detail, provisioner, clock()))
 
 
 def wipes_due(*, provisioner: Provisioner | None = None, now: datetime | None = None, limit: int = BATCH) -> int:
