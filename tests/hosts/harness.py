@@ -98,6 +98,9 @@ class TestHost:
         self.start_sshd()
 
     def start_sshd(self) -> None:
+        # OpenSSH refuses to start without its privilege separation folder; the package makes it only when its
+        # service starts, which a fresh container may never have done.
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         self.host_key = " ".join(Path(f"{self.folder}/ssh_host_ed25519_key.pub").read_text().split()[:2])
         pidfile = self.folder / "sshd.pid"
         pidfile.unlink(missing_ok=True)
