@@ -13,6 +13,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -26,7 +27,7 @@ from anchorgpu.audit.services import audit_record
 from . import discovery
 from . import services as fleet_services
 from .admin_inventory import INVENTORY_HELP, SSH_HELP, inventory_html
-from .models import Device, Host, Site
+from .models import Device, Host, HostFault, Site
 
 # --- sites -----------------------------------------------------------------
 
@@ -101,6 +102,28 @@ class DeviceInline(admin.TabularInline):
     ordering = ("index",)
 
 
+class HostFaultInline(admin.TabularInline):
+    """The host's faults, newest first, each linking to its own page (where it is cleared). Faults are marked and
+    cleared by the operators' fault pages (``orders.admin_faults``), never edited here."""
+
+    model = HostFault
+    fields = ("fault_link", "started_at", "reason", "cleared_at", "clear_reason", "settled_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = _("faults")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("fault"))
+    def fault_link(self, obj):
+        return format_html('<a href="{}">{}</a>', reverse("admin:fleet_hostfault_change", args=[obj.pk]), obj)
+
+
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
     form = HostAdminForm
@@ -116,8 +139,8 @@ class HostAdmin(admin.ModelAdmin):
                                    "description": INVENTORY_HELP}),
     )
     readonly_fields = ("inventory_table", "discovered_at", "last_contact_at")
-    inlines = [DeviceInline]
-    actions = ["schedule_maintenance", "read_inventory"]
+    inlines = [DeviceInline, HostFaultInline]
+    actions = ["schedule_maintenance", "read_inventory", "mark_faulty"]
     DISCOVER_AT_ONCE = 10  # hosts read by one click; each takes a few seconds over SSH
 
     @admin.display(description=_("discovered inventory"))
@@ -198,6 +221,20 @@ class HostAdmin(admin.ModelAdmin):
             self.message_user(request, _("Select exactly one host to schedule maintenance for."), messages.WARNING)
             return None
         return HttpResponseRedirect(self._maintenance_url(hosts[0]))
+
+    @admin.action(description=_("Mark the selected host faulty"), permissions=["change"])
+    def mark_faulty(self, request, queryset):
+        hosts = list(queryset[:2])
+        if len(hosts) != 1:
+            self.message_user(request, _("Select exactly one host to mark faulty."), messages.WARNING)
+            return None
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:fleet_hostfault_mark", args=[hosts[0].pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        fault = (HostFault.objects.filter(host_id=object_id, cleared_at__isnull=True).first()
+                 if str(object_id).isdigit() else None)
+        extra = {"open_fault": fault}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
     def _maintenance_url(self, host: Host) -> str:
         return reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_maintenance",

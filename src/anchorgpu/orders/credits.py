@@ -33,6 +33,7 @@ from anchorgpu.billing.models import CreditNote, CustomerReason, Invoice
 from anchorgpu.billing.selectors import invoice_open_amount, service_credited
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.fleet.models import HostFault
+from anchorgpu.payments.services import note_excess
 
 from .models import Order, ProvisioningStep
 from .provisioning import Step
@@ -158,8 +159,6 @@ def order_credit_issue(*, order: Order, actor: str, now: datetime | None = None)
     """Issue what the rule owes the order and has not credited yet: one credit note per paid part with
     something due, against that part's invoice; nothing when nothing is due (a second call issues nothing).
     The credited money is owed back to the customer (``payments.services.owed_back``), and the operators told."""
-    from anchorgpu.payments.services import note_excess
-
     now = now or timezone.now()
     with transaction.atomic():
         locked = order_lock(order)
