@@ -213,3 +213,14 @@ def test_a_block_set_before_the_fault_comes_back_when_it_is_cleared(three):
     assert Host.objects.get(pk=host.pk).sale_block == "Fault: x"
     host_fault_clear(fault=fault, actor="ops", reason="y", now=now + HOUR)
     assert Host.objects.get(pk=host.pk).sale_block == "Discovery: driver too old"
+
+
+def test_the_customer_sees_the_service_credit_on_the_order_page(client, shop_db):
+    alice = shop.customer()
+    order = active(alice, 1)
+    ProvisioningStep.objects.filter(order=order, step="deliver_access").update(finished_at=order.starts_at + HOUR)
+    (note,) = order_credit_issue(order=order, actor="system", now=order.starts_at + 2 * HOUR)
+    client.force_login(alice)
+    html = client.get(f"/en/orders/{order.reference}/").content.decode()
+    assert f"Service credit {note.number}" in html and "late access" in html
+    assert f"/en/orders/{order.reference}/documents/credit-notes/{note.number}.pdf" in html
