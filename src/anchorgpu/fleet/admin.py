@@ -13,7 +13,6 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -102,28 +101,6 @@ class DeviceInline(admin.TabularInline):
     ordering = ("index",)
 
 
-class HostFaultInline(admin.TabularInline):
-    """The host's faults, newest first, each linking to its own page (where it is cleared). Faults are marked and
-    cleared by the operators' fault pages (``orders.admin_faults``), never edited here."""
-
-    model = HostFault
-    fields = ("fault_link", "started_at", "reason", "cleared_at", "clear_reason", "settled_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    verbose_name_plural = _("faults")
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    @admin.display(description=_("fault"))
-    def fault_link(self, obj):
-        return format_html('<a href="{}">{}</a>', reverse("admin:fleet_hostfault_change", args=[obj.pk]), obj)
-
-
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
     form = HostAdminForm
@@ -139,7 +116,7 @@ class HostAdmin(admin.ModelAdmin):
                                    "description": INVENTORY_HELP}),
     )
     readonly_fields = ("inventory_table", "discovered_at", "last_contact_at")
-    inlines = [DeviceInline, HostFaultInline]
+    inlines = [DeviceInline]
     actions = ["schedule_maintenance", "read_inventory", "mark_faulty"]
     DISCOVER_AT_ONCE = 10  # hosts read by one click; each takes a few seconds over SSH
 
@@ -233,7 +210,9 @@ class HostAdmin(admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         fault = (HostFault.objects.filter(host_id=object_id, cleared_at__isnull=True).first()
                  if str(object_id).isdigit() else None)
-        extra = {"open_fault": fault}
+        # The host's faults, listed on its page (read-only: marked and cleared on the faults' own pages).
+        extra = {"open_fault": fault, "faults": HostFault.objects.filter(host_id=object_id).order_by("-started_at")[:20]
+                 if str(object_id).isdigit() else []}
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
     def _maintenance_url(self, host: Host) -> str:

@@ -14,9 +14,11 @@ from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
 
-from . import admin_faults  # noqa: F401 - registers the host faults' admin
+from . import (
+    admin_faults,  # noqa: F401 - registers the host faults' admin
+    admin_steps,
+)
 from . import admin_panels as panels
-from . import admin_steps
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
 from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
