@@ -224,3 +224,30 @@ def test_the_customer_sees_the_service_credit_on_the_order_page(client, shop_db)
     html = client.get(f"/en/orders/{order.reference}/").content.decode()
     assert f"Service credit {note.number}" in html and "late access" in html
     assert f"/en/orders/{order.reference}/documents/credit-notes/{note.number}.pdf" in html
+
+
+def test_a_move_ends_the_fault_and_its_downtime_runs_until_access_is_delivered_again(three):
+    """The move itself is ``orders.moves`` (another branch): here its audit row, and the steps started again."""
+    from anchorgpu.audit.services import audit_record
+    from anchorgpu.orders.credits import intervals_closed
+
+    host, (a, _b), _other = three
+    fault_at, moved_at = a.starts_at + 2 * HOUR, a.starts_at + 3 * HOUR
+    fault = host_mark_faulty(host=host, actor="ops", reason="ECC errors", at=fault_at, now=fault_at + MINUTE)
+    audit_record(actor="ops", action="order_move", obj=a, reason="off the faulty host",
+                 data={"at": moved_at.isoformat(), "access_moved": True})
+    ProvisioningStep.objects.filter(order=a).delete()  # the move prepares access again on the new cards
+    assert not intervals_closed(fresh(a), now=moved_at + MINUTE)
+    assert order_credit(fresh(a), now=moved_at + 10 * MINUTE).credit.lost == HOUR + 10 * MINUTE
+    back = moved_at + timedelta(minutes=40, seconds=3)
+    ProvisioningStep.objects.create(order=a, step="deliver_access", started_at=back - MINUTE, finished_at=back)
+    audit_record(actor="system", action="provisioning_step", obj=a,
+                 data={"step": "deliver_access", "finished_at": back.isoformat()})
+    assert intervals_closed(fresh(a), now=back + MINUTE)
+    # The fault is still open on the old host, but this order's loss ended when access came back.
+    assert fault_credits_due(now=back + MINUTE) == 1
+    note = fresh(a).invoice.credit_notes.get()
+    assert note.amount == expected(fresh(a), back - fault_at)
+    assert "move to other cards" in note.customer_reason_text and "host fault" in note.customer_reason_text
+    fault.refresh_from_db()
+    assert fault.settled_at is None

@@ -5,9 +5,11 @@ The time lost through the shop's fault is read from what the order's record alre
 * **host faults**: each audit row ``host_fault`` on the order (written by ``orders.faults.host_mark_faulty``)
   names a ``fleet.HostFault``; the order lost the time from the fault's start until the fault was cleared, the
   order was moved to other cards (its first ``order_move`` row after the start), or now while neither happened;
-* **moves**: each ``order_move`` row, until the next ``order_move_access`` row (access works again on the new
-  cards), or now while it does not;
-* **late access**: the ``deliver_access`` step's finish (``ProvisioningStep``), against the term's start (or the
+* **moves**: each ``order_move`` row (``orders.moves``; its ``at`` is when it took effect) of an order whose
+  access had been delivered, until access is delivered again on the new cards (the next ``provisioning_step``
+  row of ``deliver_access``), or now while it is not;
+* **late access**: the first delivery of access (the ``deliver_access`` step, ``ProvisioningStep``; after a move,
+  which starts the steps again, the first ``provisioning_step`` row of it), against the term's start (or the
   payment, when that came later) plus the rule's grace; while access is not delivered, until now.
 
 The paid parts of the term come from ``paid_segments``. What the rule gives, less what it credited before (the
@@ -43,7 +45,7 @@ from .transitions import order_lock
 S = OrderState
 FAULT_ACTION = "host_fault"
 MOVE_ACTION = "order_move"
-MOVE_ACCESS_ACTION = "order_move_access"
+STEP_ACTION = "provisioning_step"  # written by orders.fulfilment when a step finishes
 CREDIT_ACTION = "service_credit"
 # Orders that had (or should have had) their term: late access counts for them.
 _HAD_A_TERM = frozenset({S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED, S.REFUNDED})
@@ -61,26 +63,54 @@ def _rows(order: Order, *actions: str) -> list[AuditEntry]:
                                           action__in=actions).order_by("at", "id"))
 
 
+def _when(row: AuditEntry, key: str) -> datetime:
+    """The moment a row records in ``data[key]`` (ISO), else when it was written."""
+    value = (row.data or {}).get(key)
+    try:
+        return datetime.fromisoformat(value) if value else row.at
+    except (TypeError, ValueError):
+        return row.at
+
+
+@dataclass(frozen=True)
+class _Record:
+    faults: list[HostFault]
+    moves: list[datetime]  # when each move took effect
+    deliveries: list[datetime]  # each time access was delivered (again, after a move), in order
+
+
+def _record(order: Order) -> _Record:
+    rows = _rows(order, FAULT_ACTION, MOVE_ACTION, STEP_ACTION)
+    fault_ids = [r.data.get("fault") for r in rows if r.action == FAULT_ACTION]
+    faults = list(HostFault.objects.filter(pk__in=[f for f in fault_ids if f]).order_by("started_at", "pk"))
+    moves = sorted(_when(r, "at") for r in rows if r.action == MOVE_ACTION)
+    current = (ProvisioningStep.objects.filter(order=order, step=Step.DELIVER_ACCESS.value)
+               .values_list("finished_at", flat=True).first())
+    if not moves:  # the step row is the record of the one delivery
+        deliveries = [current] if current is not None else []
+    else:  # a move starts access preparation again: each delivery is in the audit trail
+        deliveries = sorted({_when(r, "finished_at") for r in rows if r.action == STEP_ACTION
+                             and r.data.get("step") == Step.DELIVER_ACCESS.value} | ({current} if current else set()))
+    return _Record(faults, moves, deliveries)
+
+
 def lost_intervals(order: Order, *, now: datetime) -> list[rule.Lost]:
     """Every interval the order lost through the shop's fault, as its record shows them (not joined)."""
-    rows = _rows(order, FAULT_ACTION, MOVE_ACTION, MOVE_ACCESS_ACTION)
-    moves = [r.at for r in rows if r.action == MOVE_ACTION]
+    record = _record(order)
     lost: list[rule.Lost] = []
-    fault_ids = {r.data.get("fault") for r in rows if r.action == FAULT_ACTION}
-    for fault in HostFault.objects.filter(pk__in=[f for f in fault_ids if f]).order_by("started_at", "pk"):
-        ends = [fault.cleared_at or now] + [m for m in moves if m > fault.started_at]
+    for fault in record.faults:
+        ends = [fault.cleared_at or now] + [m for m in record.moves if m > fault.started_at]
         lost.append(rule.Lost(fault.started_at, min(ends), rule.FAULT))
-    for i, row in enumerate(rows):
-        if row.action != MOVE_ACTION:
-            continue
-        back = next((r.at for r in rows[i + 1:] if r.action in (MOVE_ACCESS_ACTION, MOVE_ACTION)), None)
-        lost.append(rule.Lost(row.at, back or now, rule.MOVE))
+    for moved in record.moves:
+        if not any(d <= moved for d in record.deliveries):
+            continue  # access was not delivered yet: the wait is late access, below
+        back = next((d for d in record.deliveries if d > moved), None)
+        lost.append(rule.Lost(moved, back or now, rule.MOVE))
     if order.order_state in _HAD_A_TERM:
-        delivered = (ProvisioningStep.objects.filter(order=order, step=Step.DELIVER_ACCESS.value)
-                     .values_list("finished_at", flat=True).first())
-        if delivered is not None or order.order_state in (S.PAID, S.PROVISIONING):
+        first = record.deliveries[0] if record.deliveries else None
+        if first is not None or order.order_state in (S.PAID, S.PROVISIONING):
             clock = max(order.starts_at, order.paid_at or order.starts_at)
-            late = rule.late_access(clock, delivered, now=now)
+            late = rule.late_access(clock, first, now=now)
             if late is not None:
                 lost.append(late)
     return lost
@@ -117,7 +147,8 @@ class OrderCredit:
 def order_credit(order: Order, *, now: datetime | None = None) -> OrderCredit:
     """What the rule gives the order now, what it credited before, and what is due (a read)."""
     now = now or timezone.now()
-    segments = [rule.Segment(start, end, invoice.total, key=invoice) for start, end, invoice in paid_segments(order)]
+    segments = [rule.Segment(start, end, invoice.total, key=invoice) for start, end, invoice in paid_segments(order)
+                if invoice is not None]  # a part not invoiced yet has paid nothing to credit
     lost = lost_intervals(order, now=now)
     currency = segments[0].key.currency if segments else order.currency
     credit = rule.credit(segments, lost, currency=currency)
@@ -180,9 +211,12 @@ def order_credit_issue(*, order: Order, actor: str, now: datetime | None = None)
                            "credited_before": str(computed.credited),
                            "notes": [{"number": n.number, "invoice": n.invoice.number, "amount": str(n.amount)}
                                      for n in notes]})
-        note_excess(locked, actor, why=f"A service credit of {sum(n.amount for n in notes)} {notes[0].currency} "
-                                       f"was issued ({', '.join(n.number for n in notes)}): pay it back to the "
-                                       "customer's refund address (a refund of money owed back).")
+        why = (f"A service credit of {sum(n.amount for n in notes)} {notes[0].currency} was issued "
+               f"({', '.join(n.number for n in notes)}): pay it back to the customer's refund address (a refund of "
+               "money owed back).")
+        note_excess(locked, actor, why=why)
+        for payer in sorted({n.invoice.order_id for n in notes} - {locked.pk}):  # an extension paid by its own order
+            note_excess(order_lock(payer), actor, why=why)
     return notes
 
 
@@ -191,14 +225,12 @@ def intervals_closed(order: Order, *, now: datetime) -> bool:
     worker credits an order once this holds, so a credit note is not issued for every sweep of a running fault."""
     if order.ends_at <= now:
         return True
-    rows = _rows(order, FAULT_ACTION, MOVE_ACTION, MOVE_ACCESS_ACTION)
-    fault_ids = [r.data.get("fault") for r in rows if r.action == FAULT_ACTION]
-    moves = [r.at for r in rows if r.action == MOVE_ACTION]
-    for fault in HostFault.objects.filter(pk__in=[f for f in fault_ids if f]):
-        if fault.cleared_at is None and not any(m > fault.started_at for m in moves):
+    record = _record(order)
+    for fault in record.faults:
+        if fault.cleared_at is None and not any(m > fault.started_at for m in record.moves):
             return False
-    if rows and rows[-1].action == MOVE_ACTION:
+    if record.moves and not any(d > record.moves[-1] for d in record.deliveries):
+        return False  # moved, and access not ready again on the new cards yet
+    if order.order_state in (S.PAID, S.PROVISIONING) and not record.deliveries:
         return False
-    if order.order_state in (S.PAID, S.PROVISIONING):
-        return ProvisioningStep.objects.filter(order=order, step=Step.DELIVER_ACCESS.value).exists()
     return True
