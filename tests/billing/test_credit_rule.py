@@ -135,3 +135,47 @@ def test_a_currency_without_cents_rounds_to_whole_units():
 def test_causes_are_named():
     assert set(rule.CAUSES) == {FAULT, MOVE, LATE_ACCESS}
     assert rule.published() == {"grace_minutes": 15, "multiplier": 2}
+
+
+def _covered(intervals, lo, hi) -> int:
+    """Microseconds of [lo, hi) covered by any interval: an event sweep, written apart from the rule's join."""
+    events = []
+    for start, end in intervals:
+        start, end = max(start, lo), min(end, hi)
+        if end > start:
+            events += [(start, 1), (end, -1)]
+    events.sort(key=lambda e: (e[0], -e[1]))
+    total, depth, since = 0, 0, None
+    for moment, step in events:
+        if depth == 0 and step == 1:
+            since = moment
+        depth += step
+        if depth == 0:
+            total += (moment - since) // timedelta(microseconds=1)
+    return total
+
+
+def test_random_terms_and_faults_agree_with_an_independent_sweep():
+    import random
+
+    rng = random.Random(25)
+    seen = {"zero": 0, "some": 0, "capped": 0}
+    for _ in range(300):
+        start = T0 + timedelta(microseconds=rng.randrange(10**12))
+        parts, at = [], start
+        for _p in range(rng.randint(1, 3)):
+            days = rng.choice((3, 7, 30))
+            parts.append(Segment(at, at + timedelta(days=days), Decimal(rng.randrange(1, 10**7)) / 100))
+            at += timedelta(days=days)
+        lost = []
+        for _f in range(rng.randint(0, 5)):
+            a = start + timedelta(microseconds=rng.randrange(-10**11, (at - start) // timedelta(microseconds=1)))
+            lost.append(Lost(a, a + timedelta(microseconds=rng.randrange(1, 3 * 10**11)),
+                             rng.choice(rule.CAUSES)))
+        got = rule.credit(parts, lost, currency="EUR")
+        for seg, part in zip(parts, got.parts, strict=True):
+            covered = _covered([(x.start, x.end) for x in lost], seg.start, seg.end)
+            length = (seg.end - seg.start) // timedelta(microseconds=1)
+            assert part.amount == cents(min(Fraction(seg.amount) * 2 * covered / length, Fraction(seg.amount)))
+            seen["zero" if not part.amount else "capped" if part.amount == seg.amount else "some"] += 1
+    assert min(seen.values()) >= 10, seen  # every kind of answer was checked
