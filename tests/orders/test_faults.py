@@ -251,3 +251,17 @@ def test_a_move_ends_the_fault_and_its_downtime_runs_until_access_is_delivered_a
     assert "move to other cards" in note.customer_reason_text and "host fault" in note.customer_reason_text
     fault.refresh_from_db()
     assert fault.settled_at is None
+
+
+def test_a_fault_recorded_as_started_before_a_term_ended_credits_that_completed_term(shop_db):
+    from anchorgpu.orders.lifecycle import terms_end_due
+
+    order = active(shop.customer(), 1)
+    host = host_of(order)
+    assert terms_end_due(now=order.ends_at) == 1
+    assert fresh(order).state == "completed"
+    fault = host_mark_faulty(host=host, actor="ops", reason="found in the logs: fans failed",
+                             at=order.ends_at - HOUR, now=order.ends_at + HOUR)
+    assert fault.orders == [order.pk]
+    host_fault_clear(fault=fault, actor="ops", reason="fans replaced", now=order.ends_at + 2 * HOUR)
+    assert fresh(order).invoice.credit_notes.get().amount == expected(fresh(order), HOUR)

@@ -4,7 +4,7 @@ hit are credited by the service credit rule (``orders.credits``) without anyone 
 Marking takes the host off sale (its ``sale_block`` starts with ``HostFault.FAULT_PREFIX``; only the fault's own
 clear lifts it, putting back any block the host had before), records when the fault started, writes an audit
 row ``host_fault`` on each order it hits (paid, preparing access or active, with a card on the host in the
-fault's time) and raises one operator event listing them. Clearing closes the fault's lost interval and credits
+fault's time; for a fault recorded as starting earlier, also the terms that completed or failed since) and raises one operator event listing them. Clearing closes the fault's lost interval and credits
 those orders at once; the worker's sweep (``fault_credits_due``) credits an order whose term ended, or that was
 moved, while the fault was still open, and settles the fault once every order it hit is credited. A late delivery
 of access is credited by the sweep ``late_access_credits_due``.
@@ -35,6 +35,7 @@ from .states import OrderState
 log = logging.getLogger(__name__)
 S = OrderState
 HIT_STATES = (S.PAID, S.PROVISIONING, S.ACTIVE)
+ENDED_STATES = (S.COMPLETED, S.FAILED)  # hit too when the fault started before they ended
 PREFIX = HostFault.FAULT_PREFIX
 
 
@@ -46,11 +47,13 @@ def _reason(reason: str) -> str:
 
 
 def orders_hit(host: Host, *, since: datetime) -> list[Order]:
-    """Orders paid, preparing access or active whose live cards on ``host`` are booked at or after ``since``."""
-    bookings = (BookingDevice.objects.filter(device__host=host, live=True, ends_at__gt=since,
+    """Orders paid, preparing access or active whose cards on ``host`` are booked at or after ``since``; for a
+    fault recorded as starting in the past, also those that completed or failed on it since then."""
+    bookings = (BookingDevice.objects.filter(device__host=host, ends_at__gt=since,
                                              booking__kind=Booking.Kind.CONFIRMED)
                 .values_list("booking_id", flat=True))
-    return list(Order.objects.filter(booking_id__in=set(bookings), state__in=[s.value for s in HIT_STATES])
+    return list(Order.objects.filter(booking_id__in=set(bookings), ends_at__gt=since,
+                                     state__in=[s.value for s in HIT_STATES + ENDED_STATES])
                 .order_by("starts_at", "pk"))
 
 
