@@ -178,8 +178,10 @@ def _cause_label(cause: str) -> str:
 def breakdown(computed: OrderCredit) -> str:
     """The credit in words for the customer (in the active language): what was lost, between when, the rule."""
     causes = ", ".join(_cause_label(c) for c in rule.CAUSES if any(lost.cause == c for lost in computed.lost))
-    spans = "; ".join(f"{s.astimezone(UTC):%Y-%m-%d %H:%M}–{e.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-                      for s, e in computed.credit.intervals)
+    shown = computed.credit.intervals[:3]  # the note holds 300 characters: the first three, and how many more
+    spans = "; ".join(f"{s.astimezone(UTC):%Y-%m-%d %H:%M}–{e.astimezone(UTC):%Y-%m-%d %H:%M} UTC" for s, e in shown)
+    if len(computed.credit.intervals) > len(shown):
+        spans += " " + _("(and %(n)d more)") % {"n": len(computed.credit.intervals) - len(shown)}
     return (_("%(lost)s lost (%(causes)s): %(spans)s. Credited at %(multiplier)d× the price of the time lost, "
               "up to the price paid.")
             % {"lost": _duration(computed.credit.lost), "causes": causes, "spans": spans,
