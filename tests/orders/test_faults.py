@@ -224,6 +224,8 @@ def test_the_customer_sees_the_service_credit_on_the_order_page(client, shop_db)
     html = client.get(f"/en/orders/{order.reference}/").content.decode()
     assert f"Service credit {note.number}" in html and "late access" in html
     assert f"/en/orders/{order.reference}/documents/credit-notes/{note.number}.pdf" in html
+    assert "Service credit for time lost through our fault" in html and "owed back to you for a service credit" in html
+    assert "More than the quote arrived" not in html
 
 
 def test_a_move_ends_the_fault_and_its_downtime_runs_until_access_is_delivered_again(three):

@@ -216,9 +216,9 @@ def order_credit_issue(*, order: Order, actor: str, now: datetime | None = None)
         why = (f"A service credit of {sum(n.amount for n in notes)} {notes[0].currency} was issued "
                f"({', '.join(n.number for n in notes)}): pay it back to the customer's refund address (a refund of "
                "money owed back).")
-        note_excess(locked, actor, why=why)
+        note_excess(locked, actor, why=why, service_credit=True)
         for payer in sorted({n.invoice.order_id for n in notes} - {locked.pk}):  # an extension paid by its own order
-            note_excess(order_lock(payer), actor, why=why)
+            note_excess(order_lock(payer), actor, why=why, service_credit=True)
     return notes
 
 

@@ -4,8 +4,9 @@ hit are credited by the service credit rule (``orders.credits``) without anyone 
 Marking takes the host off sale (its ``sale_block`` starts with ``HostFault.FAULT_PREFIX``; only the fault's own
 clear lifts it, putting back any block the host had before), records when the fault started, writes an audit
 row ``host_fault`` on each order it hits (paid, preparing access or active, with a card on the host in the
-fault's time; for a fault recorded as starting earlier, also the terms that completed or failed since) and raises one operator event listing them. Clearing closes the fault's lost interval and credits
-those orders at once; the worker's sweep (``fault_credits_due``) credits an order whose term ended, or that was
+fault's time; for a fault recorded as starting earlier, also the terms that completed or failed since) and
+raises one operator event listing them. Clearing closes the fault's lost interval and credits those orders at
+once; the worker's sweep (``fault_credits_due``) credits an order whose term ended, or that was
 moved, while the fault was still open, and settles the fault once every order it hit is credited. A late delivery
 of access is credited by the sweep ``late_access_credits_due``.
 """

@@ -194,9 +194,10 @@ def price_refunded(order: Order) -> int:
     return sum(r.amount + r.network_fee for r in order.refunds.all() if r.of_price)
 
 
-def note_excess(order: Order, actor: str, *, why: str = "") -> None:
+def note_excess(order: Order, actor: str, *, why: str = "", service_credit: bool = False) -> None:
     """Keep the order's "owed back" figure and its refund flag up to date; ``why``: what the operators are told
-    when a refund falls due (a service credit says so; else an excess received)."""
+    when a refund falls due (a service credit says so; else an excess received), ``service_credit``: the rise
+    comes from one (the audit row says so, and the customer's timeline)."""
     owed = owed_back(order)
     before = int(order.excess.get("units", 0)) if order.excess else 0
     # A late payment without cards is refunded whole; so is a paid term that ended before access was ready.
@@ -213,7 +214,8 @@ def note_excess(order: Order, actor: str, *, why: str = "") -> None:
     if owed > before:
         audit_record(actor=actor, action="payment_overpaid", obj=order,
                      reason=why or "money was received that this order does not keep; it is owed back",
-                     data={"excess_units": str(owed), "asset": order.quote.asset.code})
+                     data={"excess_units": str(owed), "asset": order.quote.asset.code,
+                           **({"service_credit": True} if service_credit else {})})
 
 
 def _paid(order: Order, *, actor: str, now: datetime, reason: str) -> None:
