@@ -267,3 +267,17 @@ def test_a_fault_recorded_as_started_before_a_term_ended_credits_that_completed_
     assert fault.orders == [order.pk]
     host_fault_clear(fault=fault, actor="ops", reason="fans replaced", now=order.ends_at + 2 * HOUR)
     assert fresh(order).invoice.credit_notes.get().amount == expected(fresh(order), HOUR)
+
+
+def test_access_is_not_prepared_on_a_host_marked_faulty(shop_db):
+    order = shop.place(shop.customer(), product="h200-141gb", quantity=1)
+    shop.pay(order, txid=f"{order.pk:064x}")
+    order = fresh(order)
+    fault = host_mark_faulty(host=host_of(order), actor="ops", reason="PSU", now=order.starts_at)
+    assert provision_due(now=order.starts_at + MINUTE) == 0
+    waiting = fresh(order)
+    assert waiting.state == "paid" and "marked faulty" in waiting.last_error
+    assert waiting.provisioning_attempts == 0  # a wait, not a failure
+    host_fault_clear(fault=fault, actor="ops", reason="fixed", now=order.starts_at + 2 * MINUTE)
+    assert provision_due(now=order.starts_at + 3 * MINUTE) == 1
+    assert fresh(order).state == "active"
