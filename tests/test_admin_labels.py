@@ -17,7 +17,9 @@ from django.utils import timezone, translation
 from anchorgpu.billing.models import Invoice, VatRate
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.catalog.models import Option, OptionPrice, PriceList
+from anchorgpu.fleet.models import Host
 from anchorgpu.ops.models import SweepRecord
+from anchorgpu.orders.faults import host_fault_clear, host_mark_faulty
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import OperatorEvent, Order, WebhookDelivery
 from anchorgpu.payments.models import Asset, PaymentSettings, Refund, WatchState
@@ -76,6 +78,9 @@ def a_working_shop(db):
     VatRate.objects.get_or_create(country="PT", defaults={"rate": Decimal("23.00")})
     PaymentSettings.current()
     SweepRecord.objects.get_or_create(name="provision_due", defaults={"last_started_at": timezone.now()})
+    host = Host.objects.filter(devices__slots__booking=Order.objects.get(pk=order.pk).booking).first()
+    fault = host_mark_faulty(host=host, actor="operator", reason="fans failed")
+    host_fault_clear(fault=fault, actor="operator", reason="fans replaced")
     return Order.objects.get(pk=order.pk)
 
 

@@ -7,6 +7,7 @@ PURE_MODULES = [
     "anchorgpu.messages", "anchorgpu.allocation.periods", "anchorgpu.allocation.units", "anchorgpu.allocation.search",
     "anchorgpu.allocation.placement", "anchorgpu.allocation.rules", "anchorgpu.allocation.slide",
     "anchorgpu.catalog.rules", "anchorgpu.catalog.pricing", "anchorgpu.billing.tax",
+    "anchorgpu.billing.credit_rule",
     "anchorgpu.orders.states", "anchorgpu.orders.rules", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",
     "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri",

@@ -21,6 +21,7 @@ log = logging.getLogger("anchorgpu.worker")
 def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.allocation.services import hold_expire_due
     from anchorgpu.ops.ratelimit import rate_events_purge
+    from anchorgpu.orders.faults import fault_credits_due, late_access_credits_due
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
     from anchorgpu.orders.notify import emails_send_due
@@ -34,8 +35,8 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     # Transfers are found first, so a payment that arrived in time is counted before its quote is expired.
     # Expired quotes free their cards before anything else reads availability;
     # ended terms are released, then their machines wiped, before the next term on the same
-    # cards is provisioned (which waits for that wipe in any case). The emails and webhooks go after the sweeps
-    # that queue them.
+    # cards is provisioned (which waits for that wipe in any case). Service credits (faults, late access) are
+    # issued before the emails and webhooks they queue: those go after the sweeps that queue them.
     return [
         ("chains_poll", lambda: watch_poll_all()),
         ("claims_recheck_due", lambda: claims_recheck_due()),
@@ -46,6 +47,8 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("wipes_due", lambda: wipes_due()),
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
+        ("fault_credits_due", lambda: fault_credits_due()),
+        ("late_access_credits_due", lambda: late_access_credits_due()),
         ("emails_send_due", lambda: emails_send_due()),
         ("webhooks_send_due", lambda: webhooks_send_due()),
         ("simulations_requeue_stale", lambda: jobs_requeue_stale()),

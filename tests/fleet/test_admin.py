@@ -44,6 +44,10 @@ def shop():
     services.hold_confirm(booking=confirmed)
     window = services.host_enter_maintenance(host=h, start=start + timedelta(days=20), end=start + timedelta(days=21),
                                              actor="test", reason="firmware")
+    from anchorgpu.orders.faults import host_fault_clear, host_mark_faulty
+
+    lot_host = Host.objects.get(product=lot)
+    host_fault_clear(fault=host_mark_faulty(host=lot_host, actor="test", reason="fans"), actor="test", reason="fixed")
     return {"product": p, "host": h, "hold": hold, "confirmed": confirmed, "maintenance": window.booking}
 
 
@@ -60,7 +64,7 @@ def _our_models():
 
 def test_all_our_models_are_registered():
     labels = {m._meta.label for m in _our_models()}
-    assert labels == {"fleet.Site", "fleet.Host", "fleet.Device",
+    assert labels == {"fleet.Site", "fleet.Host", "fleet.Device", "fleet.HostFault",
                       "catalog.Product", "catalog.Environment", "catalog.Option", "catalog.PriceList",
                       "allocation.Booking", "audit.AuditEntry"}
 

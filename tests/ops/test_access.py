@@ -37,6 +37,7 @@ ACCESS = {
     "orders": (SIGNED_IN, 200), "order": (OWNER, 200), "order_claim_payment": (OWNER, None),
     "order_cancel": (OWNER, None), "order_refund_address": (OWNER, None), "order_status": (OWNER, 200),
     "order_take_start": (OWNER, None), "checkout_price": (PUBLIC, 200), "contact": (PUBLIC, 200),
+    "terms": (PUBLIC, 200),
     "invoice_pdf": (OWNER, 200), "credit_note_pdf": (OWNER, 404), "guides": (PUBLIC, 200), "guide": (PUBLIC, 200),
     "planner": (PUBLIC, 200), "planner_simulate": (PUBLIC, None), "planner_simulation": (PUBLIC, 404),
     "planner_simulation_status": (PUBLIC, 404), "pilot_reports": (SIGNED_IN, 200), "pilot_report": (OWNER, 200),

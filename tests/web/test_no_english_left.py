@@ -218,6 +218,7 @@ def shop_pages(client, code: str) -> dict[str, str]:
     for slug in SLUGS:
         pages[f"guide {slug}"] = _get(client, reverse("guide", kwargs={"slug": slug}))
     pages["contact"] = _get(client, reverse("contact"), order="AG-ABCDEFGH")
+    pages["terms"] = _get(client, reverse("terms"))
     price = reverse("checkout_price", kwargs={"slug": "b200-lot-2x180gb"})
     pages["checkout price"] = _get(client, price, quantity="1", term_days="7", options="dedicated-ipv4")
     pages["checkout price, dated"] = _get(client, price, quantity="1", term_days="3", start="2031-01-05T10:00")

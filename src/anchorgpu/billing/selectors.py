@@ -1,8 +1,12 @@
-"""Reads of the billing rules: the VAT treatment a customer gets under the operator's rates."""
+"""Reads of the billing rules: the VAT treatment a customer gets under the operator's rates; what an invoice
+still holds, and what the service credit rule credited on it."""
 
 from __future__ import annotations
 
-from .models import VatRate
+from decimal import Decimal
+from fractions import Fraction
+
+from .models import CustomerReason, Invoice, VatRate
 from .seller import Seller, current_seller
 from .tax import Decision, decide
 
@@ -18,3 +22,30 @@ def tax_decision(*, country: str, business: bool, vat_id: str, seller: Seller | 
     rates = vat_rates() if seller.registered_for_vat else {}
     return decide(seller_country=seller.country, seller_registered=seller.registered_for_vat,
                   customer_country=country, business=business, vat_id=vat_id, rates=rates)
+
+
+def _service_notes(invoice):
+    # A service credit (``orders.credits``) is the one credit note issued without a refund: every other note
+    # (``payments.refunds``) credits an invoice for money sent back.
+    return invoice.credit_notes.filter(refund__isnull=True, customer_reason=CustomerReason.FAULT)
+
+
+def service_credited(invoice) -> Decimal:
+    """What the service credit rule has credited on ``invoice`` so far."""
+    return sum((n.amount for n in _service_notes(invoice)), Decimal(0))
+
+
+def invoice_open_amount(invoice) -> Decimal:
+    """The invoice's total less every credit note on it."""
+    return invoice.total - sum((n.amount for n in invoice.credit_notes.all()), Decimal(0))
+
+
+def service_credit_units(order) -> int:
+    """The service credits of the order's invoice in the base units that settled it: each note's share of the
+    invoice's total, of the amount received for it, rounded half up. That much of what the order keeps is owed
+    back to the customer."""
+    invoice = Invoice.objects.filter(order=order).first()
+    if invoice is None or invoice.total <= 0:
+        return 0
+    credited = Fraction(service_credited(invoice))
+    return int((credited * int(invoice.crypto_amount) / Fraction(invoice.total) + Fraction(1, 2)) // 1)

@@ -26,7 +26,7 @@ from anchorgpu.audit.services import audit_record
 from . import discovery
 from . import services as fleet_services
 from .admin_inventory import INVENTORY_HELP, SSH_HELP, inventory_html
-from .models import Device, Host, Site
+from .models import Device, Host, HostFault, Site
 
 # --- sites -----------------------------------------------------------------
 
@@ -117,7 +117,7 @@ class HostAdmin(admin.ModelAdmin):
     )
     readonly_fields = ("inventory_table", "discovered_at", "last_contact_at")
     inlines = [DeviceInline]
-    actions = ["schedule_maintenance", "read_inventory"]
+    actions = ["schedule_maintenance", "read_inventory", "mark_faulty"]
     DISCOVER_AT_ONCE = 10  # hosts read by one click; each takes a few seconds over SSH
 
     @admin.display(description=_("discovered inventory"))
@@ -198,6 +198,22 @@ class HostAdmin(admin.ModelAdmin):
             self.message_user(request, _("Select exactly one host to schedule maintenance for."), messages.WARNING)
             return None
         return HttpResponseRedirect(self._maintenance_url(hosts[0]))
+
+    @admin.action(description=_("Mark the selected host faulty"), permissions=["change"])
+    def mark_faulty(self, request, queryset):
+        hosts = list(queryset[:2])
+        if len(hosts) != 1:
+            self.message_user(request, _("Select exactly one host to mark faulty."), messages.WARNING)
+            return None
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:fleet_hostfault_mark", args=[hosts[0].pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        fault = (HostFault.objects.filter(host_id=object_id, cleared_at__isnull=True).first()
+                 if str(object_id).isdigit() else None)
+        # The host's faults, listed on its page (read-only: marked and cleared on the faults' own pages).
+        extra = {"open_fault": fault, "faults": HostFault.objects.filter(host_id=object_id).order_by("-started_at")[:20]
+                 if str(object_id).isdigit() else []}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
     def _maintenance_url(self, host: Host) -> str:
         return reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_maintenance",

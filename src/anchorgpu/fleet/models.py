@@ -103,3 +103,46 @@ def validate_topology(pairs: list[int | None], *, cards_per_unit: int = 1) -> No
             % {"pairs": ", ".join(map(str, wrong))})
     if cards_per_unit == 2 and any(p is None for p in pairs):
         raise ValidationError(_("This host is sold in lots of two: every device must be in an NVLink pair."))
+
+
+class HostFault(models.Model):
+    """A host that failed while it carried (or was to carry) paid terms: from ``started_at`` until it is cleared.
+    While it is open the host is off sale (``Host.sale_block`` starting with ``FAULT_PREFIX``); the orders it hit
+    are named in ``orders`` and credited by the service credit rule (``orders.faults``, ``orders.credits``)."""
+
+    FAULT_PREFIX = "Fault: "
+
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="faults")
+    started_at = models.DateTimeField(_("fault started"),
+                                      help_text=_("When the fault began, as the operator knows it (UTC)."))
+    marked_at = models.DateTimeField(_("marked faulty"))
+    marked_by = models.CharField(_("marked by"), max_length=150)
+    reason = models.TextField(_("what is wrong"))
+    cleared_at = models.DateTimeField(_("cleared"), null=True, blank=True)
+    cleared_by = models.CharField(_("cleared by"), max_length=150, blank=True)
+    clear_reason = models.TextField(_("how it was fixed"), blank=True)
+    # The orders whose cards on this host fell in the fault's time, as found when it was marked: their ids.
+    orders = models.JSONField(_("orders hit"), default=list, blank=True)
+    # The host's sale block before the fault's own, put back when the fault is cleared.
+    previous_block = models.CharField(_("sale block before the fault"), max_length=500, blank=True)
+    settled_at = models.DateTimeField(_("credits settled"), null=True, blank=True,
+                                      help_text=_("When every order it hit had been credited."))
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["host"], condition=models.Q(cleared_at__isnull=True),
+                                    name="one_open_fault_per_host"),
+            models.CheckConstraint(condition=models.Q(cleared_at__isnull=True)
+                                   | models.Q(cleared_at__gte=models.F("started_at")),
+                                   name="fault_cleared_after_start"),
+        ]
+        verbose_name = _("host fault")
+        verbose_name_plural = _("host faults")
+
+    def __str__(self) -> str:
+        return f"{self.host} · {self.started_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.cleared_at is None

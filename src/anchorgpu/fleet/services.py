@@ -93,6 +93,10 @@ def host_update_check(*, host: Host, changes: dict, devices: Sequence[DeviceEdit
             raise HostUpdateRefused(_("This host no longer exists."))
         _lock_products(current, new_product_id)
         locked = Host.objects.select_for_update().get(pk=host.pk)
+    if (locked is not None and "sale_block" in changes and changes["sale_block"] != locked.sale_block
+            and locked.faults.filter(cleared_at__isnull=True).exists()):
+        raise HostUpdateRefused(_("This host is off sale for a fault; clear the fault (its own page) instead of "
+                                  "editing the sale block."))
     product_id = new_product_id or (locked.product_id if locked else None)
     product = Product.objects.filter(pk=product_id).first() if product_id else None
     existing = {d.pk: d for d in locked.devices.all()} if locked else {}

@@ -37,7 +37,7 @@ from markdown.extensions.toc import slugify_unicode
 CONTENT_DIR = Path(__file__).resolve().parent / "content"
 LANGUAGES = ("en", "pt", "fr", "ko")
 SLUGS = ("choosing-a-gpu", "blackwell-lots")  # the order of the guides index
-LINKS = ("catalog", "planner", "pilot")  # placeholder name = URL name
+LINKS = ("catalog", "planner", "pilot", "terms")  # placeholder name = URL name
 PENDING_ANCHOR = "#coming"
 EXTENSIONS = ["tables", "attr_list", "fenced_code", "sane_lists", "toc"]
 EXTENSION_CONFIGS = {"toc": {"slugify": slugify_unicode, "toc_depth": "2"}}

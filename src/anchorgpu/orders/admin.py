@@ -14,8 +14,11 @@ from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin
 
+from . import (
+    admin_faults,  # noqa: F401 - registers the host faults' admin
+    admin_steps,
+)
 from . import admin_panels as panels
-from . import admin_steps
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
 from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
@@ -56,7 +59,12 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
     def panels_context(self, request, order: Order) -> dict:
         summary = panels.payment_summary(order)
         tools = panels.tools_for(order, summary) if self.may_operate(request) else []
+        credit = panels.service_credit(order)
         return {
+            "credit": credit,
+            "credit_lost": panels.lost_rows(credit),
+            "credit_url": (reverse(self.tool_url_name("issue_credit"), args=[order.pk])
+                           if credit is not None and credit.due > 0 and self.may_operate(request) else None),
             "summary": summary,
             "to_do": panels.to_do(order, summary),
             "tools": [(t.label, reverse(self.tool_url_name(t.name), args=[order.pk])) for t in tools],

@@ -1,7 +1,8 @@
 """The operators' tools on an order: record a transfer (read from the chain
 where the asset is watched), update its confirmations, reassign it to the
 order it was meant for, mark paid or invalid, re-check capacity, retry access
-preparation, retry a step, re-check health, end the term now, wipe now, record a refund and check it on chain.
+preparation, retry a step, re-check health, end the term now, wipe now, record a refund and check it on chain,
+issue the service credit the published rule gives.
 
 Each tool is a page with a form; sending it is the confirmation. The page
 calls one payment service with the operator's user name as the actor; a
@@ -32,6 +33,7 @@ from . import admin_forms as f
 from . import alert_tool
 from .access_checks import order_health_recheck
 from .admin_panels import payment_summary
+from .credits import order_credit_issue
 from .errors import OrderError
 from .fulfilment import order_retry_provisioning, order_step_retry
 from .lifecycle import order_end_now
@@ -97,6 +99,11 @@ TOOLS = {page.name: page for page in (
     ToolPage("verify_refund", _l("Check the refund on chain"), f.ConfirmForm, _l("Check now"),
              _l("Look the refund's transaction up on the chain now: it counts as sent once it pays the refund "
                 "address at least the amount recorded.")),
+    ToolPage("issue_credit", _l("Issue the service credit"), f.ConfirmForm, _l("Issue the credit"),
+             _l("Issue what the published service credit rule gives this order for the time it lost through the "
+                "shop's fault, less what it credited before: a credit note per paid part, with the breakdown for "
+                "the customer. The amount is then owed back to the customer: record it as a refund of money owed "
+                "back once sent.")),
     ToolPage(alert_tool.NAME, alert_tool.TITLE, f.ReasonForm, alert_tool.BUTTON, alert_tool.INTRO),
 )}
 # Tools about one transfer or one refund of the order (their URLs carry its id).
@@ -195,12 +202,20 @@ def _apply_refund(order, data, actor, item):
     return _("The refund is recorded; the customer sees it as sent once the chain shows it.")
 
 
+def _apply_issue_credit(order, data, actor, item):
+    notes = order_credit_issue(order=order, actor=actor)
+    if not notes:
+        return _("Nothing is due: the rule's credit was issued before, or the invoice holds nothing more.")
+    return ngettext("Credit note %(numbers)s is issued.", "Credit notes %(numbers)s are issued.", len(notes)) % {
+        "numbers": ", ".join(f"{n.number} ({n.amount} {n.currency})" for n in notes)}
+
+
 APPLY: dict[str, Callable] = {
     "record_transfer": _apply_transfer, "update_confirmations": _apply_confirmations,
     "reassign_transfer": _apply_reassign, "mark_paid": _apply_mark_paid, "mark_invalid": _apply_mark_invalid,
     "recheck_capacity": _apply_recheck, "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
     "end_term": _apply_end_term, "verify_refund": _apply_verify_refund, "retry_step": _apply_retry_step,
-    "health_recheck": _apply_health_recheck, "wipe_now": _apply_wipe_now,
+    "health_recheck": _apply_health_recheck, "wipe_now": _apply_wipe_now, "issue_credit": _apply_issue_credit,
     alert_tool.NAME: alert_tool.apply_clear,
 }
 

@@ -10,11 +10,13 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
 from anchorgpu.audit.models import AuditEntry
+from anchorgpu.billing.models import Invoice
 from anchorgpu.payments.evaluation import Evaluation, EvaluationError
 from anchorgpu.payments.services import payment_status
 from anchorgpu.payments.uri import whole_units
 
 from . import rules
+from .credits import order_credit
 from .models import Order
 from .queue import REFUND_CHECK_FAILED
 from .retry import MAX_WIPE_FAILURES
@@ -184,4 +186,23 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("record_refund", _("Record a refund")))
     if order.chain_alert:
         tools.append(Tool("clear_chain_alert", _("Clear the chain alert")))
+    credit = service_credit(order) if state in rules.KEEPS_PAYMENT else None
+    if credit is not None and credit.due > 0:
+        tools.append(Tool("issue_credit", _("Issue the service credit")))
     return tools
+
+
+def service_credit(order: Order):
+    """What the service credit rule gives the order now (``orders.credits``); None for an order not invoiced."""
+    if not Invoice.objects.filter(order=order).exists():
+        return None
+    return order_credit(order)
+
+
+def lost_rows(credit) -> list[dict]:
+    """The lost intervals of a computed credit, one row each, with the cause in words."""
+    if credit is None:
+        return []
+    labels = {"fault": _("host fault"), "move": _("move to other cards"), "late_access": _("late access")}
+    return [{"cause": labels.get(lost.cause, lost.cause), "start": lost.start, "end": lost.end}
+            for lost in sorted(credit.lost, key=lambda lost: (lost.start, lost.end))]

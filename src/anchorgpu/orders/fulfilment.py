@@ -55,6 +55,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import SYSTEM, audit_record
+from anchorgpu.fleet.models import HostFault
 
 from . import step_lease
 from .errors import InvalidOrder, NotAllowedNow
@@ -89,6 +90,13 @@ def _is_due(order: Order, now: datetime) -> bool:
     if order.state == S.PAID.value:
         return order.starts_at <= now + LEAD_TIME
     return order.state == S.PROVISIONING.value
+
+
+def _faulty_host(order: Order) -> str:
+    """The name of a host of the order's cards with an open fault (``orders.faults``), or ""."""
+    fault = (HostFault.objects.filter(cleared_at__isnull=True, host__devices__slots__booking_id=order.booking_id)
+             .select_related("host").first()) if order.booking_id else None
+    return fault.host.name if fault is not None else ""
 
 
 def _claim_row(order_pk: int) -> Order | None:
@@ -135,6 +143,10 @@ def _claim(order_pk: int, provisioner: Provisioner, now: datetime) -> Claim | No
             if blocker:
                 _wait(order, step, blocker)
                 return None
+        faulty = _faulty_host(order)
+        if faulty:  # access is not prepared on a host marked faulty: the term is moved, or the fault cleared
+            _wait(order, step, f"host {faulty} is marked faulty; move the term to other cards or clear the fault")
+            return None
         if order.lease_owner:
             log.warning("order %s: taking over the lease on %s from %s", order, order.lease_step, order.lease_owner)
         owner = step_lease.take(order, step.value, now)

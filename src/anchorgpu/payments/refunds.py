@@ -29,6 +29,7 @@ from django.utils.translation import gettext as _
 
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.models import CustomerReason
+from anchorgpu.billing.selectors import service_credit_units
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
 from anchorgpu.i18n import message
@@ -124,7 +125,7 @@ def _check_scope(order: Order, refund: RefundInput) -> None:
         raise NotAllowedNow(_("This order is %(state)s and keeps no payment; refund what is owed back, or the "
                               "whole order.") % {"state": order.state_label}, code="not_refundable")
     if refund.of_price:
-        kept = min(received, order.quote.amount) - price_refunded(order)
+        kept = min(received, order.quote.amount) - price_refunded(order) - service_credit_units(order)
         if out > kept:
             raise InvalidOrder(_("The order keeps %(kept)d base units of its price; a refund of part of the price "
                                  "gives back at most that (money beyond the price is refunded as an excess).")

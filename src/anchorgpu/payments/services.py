@@ -19,6 +19,7 @@ from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation.errors import HoldExpired, InvalidRequest, NoLongerAvailable, NoStartFree
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
+from anchorgpu.billing.selectors import service_credit_units
 from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
 from anchorgpu.orders import operator_events, rules, term_slide
@@ -174,13 +175,14 @@ def owed_back(order: Order) -> int:
     """Base units received for the order that it does not keep, less what was
     already refunded: what lies above the quote once paid; all of it for an
     order that was cancelled or could not get its cards; after a whole-order
-    refund, whatever arrived later."""
+    refund, whatever arrived later. A service credit (``orders.credits``) is
+    taken off what the order keeps: it is owed back too."""
     if order.order_state in _WAITING:
         return 0
     refunds = list(order.refunds.all())
     received = received_total(order)
     keeps = order.order_state in KEEPS_PAYMENT
-    kept = min(received, order.quote.amount) if keeps else 0
+    kept = max(0, min(received, order.quote.amount) - service_credit_units(order)) if keeps else 0
     # A refund's network fee was paid out of the customer's money: it counts as returned. A refund of part of
     # the price came out of what the order keeps, not out of what it owes back.
     returned = sum(r.amount + r.network_fee for r in refunds if not (keeps and r.of_price))
@@ -192,8 +194,10 @@ def price_refunded(order: Order) -> int:
     return sum(r.amount + r.network_fee for r in order.refunds.all() if r.of_price)
 
 
-def note_excess(order: Order, actor: str) -> None:
-    """Keep the order's "owed back" figure and its refund flag up to date."""
+def note_excess(order: Order, actor: str, *, why: str = "", service_credit: bool = False) -> None:
+    """Keep the order's "owed back" figure and its refund flag up to date; ``why``: what the operators are told
+    when a refund falls due (a service credit says so; else an excess received), ``service_credit``: the rise
+    comes from one (the audit row says so, and the customer's timeline)."""
     owed = owed_back(order)
     before = int(order.excess.get("units", 0)) if order.excess else 0
     # A late payment without cards is refunded whole; so is a paid term that ended before access was ready.
@@ -206,11 +210,12 @@ def note_excess(order: Order, actor: str) -> None:
     order.refund_due = due
     order.save(update_fields=["excess", "refund_due", "updated_at"])
     if rose:
-        operator_events.on_refund_due(order)
+        operator_events.on_refund_due(order, why=why)
     if owed > before:
         audit_record(actor=actor, action="payment_overpaid", obj=order,
-                     reason="money was received that this order does not keep; it is owed back",
-                     data={"excess_units": str(owed), "asset": order.quote.asset.code})
+                     reason=why or "money was received that this order does not keep; it is owed back",
+                     data={"excess_units": str(owed), "asset": order.quote.asset.code,
+                           **({"service_credit": True} if service_credit else {})})
 
 
 def _paid(order: Order, *, actor: str, now: datetime, reason: str) -> None:

@@ -60,6 +60,9 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
             return "payment", ngettext("Transfer now has %(confirmations)d confirmation.",
                                        "Transfer now has %(confirmations)d confirmations.", confirmations) % {
                 "confirmations": confirmations}
+        case "payment_overpaid" if data.get("service_credit"):
+            return "payment", _("%(amount)s %(symbol)s is owed back to you for a service credit.") % {
+                "amount": coins("excess_units"), "symbol": symbol}
         case "payment_overpaid" if state is OrderState.PAID_LATE:
             # Late, and the cards are gone: nothing is kept, the whole payment goes back.
             return "payment", _("Your payment of %(amount)s %(symbol)s arrived after the quote expired, when the "
@@ -96,6 +99,12 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
         case "transfer_reassign":
             return "payment", _("A transfer to this order's address was meant for another order and was moved "
                                 "there.")
+        case "host_fault":
+            return "info", _("The host of your cards was marked faulty. The time you lose is credited to you by our "
+                             "service credit rule, without asking.")
+        case "service_credit":
+            notes = ", ".join(n.get("number", "") for n in data.get("notes", []))
+            return "document", _("Service credit for time lost through our fault: %(notes)s.") % {"notes": notes}
         case "term_warning":
             return "info", _("Reminder sent: the term ends within 24 hours.")
     return None

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import checkout_price, contact, order_term, order_views, views
+from . import checkout_price, contact, order_term, order_views, terms, views
 
 urlpatterns = [
     path("", views.catalog, name="catalog"),
@@ -9,6 +9,7 @@ urlpatterns = [
     path("checkout/<slug:slug>/", order_views.checkout, name="checkout"),
     path("checkout/<slug:slug>/price/", checkout_price.checkout_price, name="checkout_price"),
     path("contact/", contact.contact, name="contact"),
+    path("terms/", terms.terms, name="terms"),
     path("orders/", order_views.order_list, name="orders"),
     path("orders/<str:reference>/", order_views.order_detail, name="order"),
     path("orders/<str:reference>/paid/", order_views.order_claim_payment, name="order_claim_payment"),
