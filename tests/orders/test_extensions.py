@@ -223,7 +223,7 @@ def test_refused_for_a_completed_or_unpaid_order_or_bad_days(shop_db):
     with pytest.raises(NotAllowedNow) as refused:
         extend(fresh(order), 3)
     assert "has not ended" in refused.value.message
-    ext = extend(running(shop.customer("carol@example.com"), n=7), 3)
+    ext = extend(running(shop.customer("carol@example.com"), n=7, product="a100-sxm-80gb"), 3)
     with pytest.raises(NotAllowedNow):
         extend(ext, 3)  # an extension is not extended itself
 
