@@ -45,6 +45,10 @@ class ExtensionOptions:
     def possible(self) -> bool:
         return bool(self.days)
 
+    @property
+    def days_text(self) -> str:
+        return ", ".join(map(str, self.days))
+
     def as_data(self) -> dict:
         return {"reference": self.order.reference, "extendable": self.possible, "days": list(self.days),
                 "starts_at": self.start.isoformat() if self.start else None,

@@ -119,7 +119,7 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         from .reminders import end_reminder  # what to say as the order stands when the email goes
 
         with translation.override(order.language):
-            context = {"reminder": end_reminder(order)}
+            context = {"reminder": end_reminder(order, within=None)}
     elif email.kind == OrderEmail.Kind.REFUND_SENT:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,

@@ -47,12 +47,16 @@ def has_off_machine_storage(order: Order) -> bool:
     return any(slug.startswith(OFF_MACHINE_PREFIX) for slug in order.option_slugs or [])
 
 
-def end_reminder(order: Order, *, now: datetime | None = None) -> EndReminder | None:
-    """The reminder about ``order``'s end, while an active term ends within a day; else None."""
+def end_reminder(order: Order, *, now: datetime | None = None,
+                 within: timedelta | None = REMIND_BEFORE) -> EndReminder | None:
+    """The reminder about ``order``'s end, while an active term ends ``within`` (a day; None: any time ahead,
+    for an email queued by the reminder sweep and sent later); else None."""
     from .extensions import refusal_text
 
     now = now or timezone.now()
-    if order.order_state is not OrderState.ACTIVE or not now < order.ends_at <= now + REMIND_BEFORE:
+    if order.order_state is not OrderState.ACTIVE or order.ends_at <= now:
+        return None
+    if within is not None and order.ends_at > now + within:
         return None
     found = extension_options.extension_options(order, now=now)
     storage = has_off_machine_storage(order)

@@ -37,6 +37,7 @@ from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
 from .forms import checked_start
 from .order_limits import order_place_limited
+from .order_extend import extend_facts
 from .order_term import term_facts
 from .payment_next import payment_next
 
@@ -246,6 +247,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
     }
     context.update(payment_next(order, quote, now=context["now"]))
     context.update(term_facts(order, now=context["now"]))
+    context.update(extend_facts(order, now=context["now"]))
     context.update(extra)
     context["wants_refund_address"] = page.wants_refund_address or context["refund_form"].is_bound
     return context
