@@ -33,7 +33,7 @@ def test_the_order_page_offers_the_extension_with_its_price_and_places_it(client
     assert "Extend this term" in text and 'id="extend"' in text
     assert "3 days, until" in text and "USD" in text
     btc = Asset.objects.get(code="btc")
-    response = client.post(url("order_extend", order), {"days": "3", "asset": str(btc.pk)})
+    response = client.post(url("order_extend", order), {"days": "3", "asset": btc.code})
     ext = Order.objects.get(extends=order)
     assert response.status_code == 302 and response["Location"] == url("order", ext)
     text = client.get(url("order", ext)).content.decode()
@@ -46,12 +46,12 @@ def test_the_order_page_offers_the_extension_with_its_price_and_places_it(client
 def test_bad_days_another_customers_order_and_an_ended_order_are_refused(client, alice):
     order = running(alice)
     btc = Asset.objects.get(code="btc")
-    assert client.post(url("order_extend", order), {"days": "5", "asset": str(btc.pk)}).status_code == 400
+    assert client.post(url("order_extend", order), {"days": "5", "asset": btc.code}).status_code == 400
     bob = shop.customer("bob@example.com")
     other = shop.place(bob, product="a100-sxm-80gb")
-    assert client.post(url("order_extend", other), {"days": "3", "asset": str(btc.pk)}).status_code == 404
+    assert client.post(url("order_extend", other), {"days": "3", "asset": btc.code}).status_code == 404
     terms_end_due(now=order.ends_at)
-    response = client.post(url("order_extend", order), {"days": "3", "asset": str(btc.pk)})
+    response = client.post(url("order_extend", order), {"days": "3", "asset": btc.code})
     assert response.status_code == 409 and "has not ended" in response.content.decode()
     assert not Order.objects.filter(extends=order).exists()
 

@@ -30,6 +30,7 @@ class ExtendForm(forms.Form):
                                   error_messages={"invalid_choice": _("Choose one of the terms offered."),
                                                   "required": _("Choose how many days to add.")})
     asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
+                                   to_field_name="code",
                                    error_messages={"invalid_choice": _("Choose one of the assets listed.")})
 
     def __init__(self, *args, choices=(), **kwargs):
