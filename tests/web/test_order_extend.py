@@ -67,3 +67,15 @@ def test_the_banner_a_day_before_the_end(client, alice, monkeypatch):
     assert "your container and its /workspace volume, and the host's local NVMe scratch disk" in text
     assert "Your off-machine checkpoint storage is object storage at the site" in text
     assert 'href="#extend"' in text
+
+
+def test_the_timelines_tell_the_extension(client, alice):
+    order = running(alice)
+    btc = Asset.objects.get(code="btc")
+    client.post(url("order_extend", order), {"days": "3", "asset": btc.code})
+    ext = Order.objects.get(extends=order)
+    shop.pay(ext, txid=shop.txid("btc", 1))
+    parent = " ".join(client.get(url("order", order)).content.decode().split())
+    assert f"Extension {ext.reference} placed: 3 days" in parent and "Extended by 3 days" in parent
+    own = " ".join(client.get(url("order", ext)).content.decode().split())
+    assert f"Status: added to order {order.reference}." in own and "Invoice INV-" in own
