@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from anchorgpu.allocation.models import Booking
+from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.extensions import order_extend
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import Order
@@ -72,7 +73,7 @@ def test_several_extensions_of_one_order_at_once_one_wins():
 def test_serially_the_first_of_an_extension_and_a_new_order_wins():
     order = _all_h200_running()
     ext = _extend(order, 3)()
-    with pytest.raises(Exception):
+    with pytest.raises(Unavailable):
         _rival(1, order.ends_at)()
     assert Order.objects.filter(pk=ext).exists() and len(_live_holds_after(order)) == 1
     assert overlapping_live_rows() == []

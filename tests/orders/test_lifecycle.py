@@ -16,10 +16,10 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
-from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import WIPE
+from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.payments.services import payment_claim
 from tests import shop
 

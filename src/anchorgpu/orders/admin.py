@@ -42,7 +42,8 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
                                    "refund_address", "chain_alert", "chain_alert_at")}),
         (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
                                   "provisioning_attempts", "unreachable_attempts", "last_error", "lease_step",
-                                  "lease_owner", "lease_started_at", "lease_until", "retry_at", "end_warned_at", "end_warned_hour_at",
+                                  "lease_owner", "lease_started_at", "lease_until", "retry_at", "end_warned_at",
+                                  "end_warned_hour_at",
                                   "wipe_due_at", "wipe_attempts")}),
     )
 

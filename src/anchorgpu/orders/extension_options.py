@@ -93,11 +93,6 @@ def extension_options(order: Order, *, now: datetime | None = None) -> Extension
     return ExtensionOptions(order, start, (), free, BOOKED_AT_END if free <= start else TOO_SHORT)
 
 
-def extension_of(order: Order) -> Order | None:
-    """The order an extension lengthens (None for an order that is not one)."""
-    return order.extends if order.extends_id else None
-
-
 def extensions_applied(order: Order):
     """The extensions paid and added to ``order``'s term, in term order."""
     return order.extensions.filter(state=S.COMPLETED.value).order_by("starts_at", "pk")

@@ -42,6 +42,7 @@ from . import extension_options as options
 from . import notify
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
 from .models import Order, OrderEmail, new_reference
+from .services import _lines  # the checkout's own shape of price lines
 from .states import OrderState
 from .transitions import order_lock, order_transition
 
@@ -88,7 +89,8 @@ def refusal_text(found: options.ExtensionOptions, days: int | None = None) -> st
     order = found.order
     if found.refusal == options.NOT_EXTENDABLE:
         if order.extends_id:
-            return _("This is an extension; extend order %(reference)s itself.") % {"reference": order.extends.reference}
+            return _("This is an extension; extend order %(reference)s itself.") % {
+                "reference": order.extends.reference}
         return _("Only a paid term that has not ended can be extended; this order is %(state)s.") % {
             "state": order.state_label}
     if found.refusal == options.PENDING:
@@ -155,12 +157,6 @@ def order_extend(*, order: Order, days: int, actor: str, asset: Asset, now: date
         quote_create(order=extension, asset=asset, now=now, actor=actor, settings=payment)
         notify.order_placed(extension.pk)
     return extension
-
-
-def _lines(price: pricing.Price) -> list[dict]:
-    from .services import _lines as checkout_lines  # the checkout's own shape of price lines
-
-    return checkout_lines(price)
 
 
 # --- paid: called by payments.services with the extension's row locked, inside its transaction ---------------

@@ -36,8 +36,8 @@ from anchorgpu.planner_pages.run_plans import plan_at_checkout
 from . import checkout_price, checkout_refusals, order_forms, timeline
 from .checkout_form import CheckoutForm
 from .forms import checked_start
-from .order_limits import order_place_limited
 from .order_extend import extend_facts
+from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
 
