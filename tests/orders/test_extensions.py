@@ -250,3 +250,15 @@ def test_an_extension_is_never_provisioned_or_ended_as_a_term(shop_db):
     assert not fresh(ext).steps.exists()
     assert BookingDevice.objects.filter(booking__order=fresh(order), live=True).count() == 1
     assert Decimal(fresh(ext).fiat_total) > 0
+
+
+def test_the_admin_shows_the_extensions_and_the_order_extended(shop_db, admin_client):
+    from django.urls import reverse
+
+    order = running()
+    ext = extend(order, 3)
+    pay_extension(ext)
+    page = admin_client.get(reverse("admin:orders_order_change", args=[order.pk])).content.decode()
+    assert ext.reference in page and Invoice.objects.get(order=ext).number in page
+    page = admin_client.get(reverse("admin:orders_order_change", args=[ext.pk])).content.decode()
+    assert order.reference in page and f"added to order {order.reference}" in page
