@@ -262,3 +262,22 @@ def test_the_admin_shows_the_extensions_and_the_order_extended(shop_db, admin_cl
     assert ext.reference in page and Invoice.objects.get(order=ext).number in page
     page = admin_client.get(reverse("admin:orders_order_change", args=[ext.pk])).content.decode()
     assert order.reference in page and f"added to order {order.reference}" in page
+
+
+def test_an_as_soon_as_possible_term_extended_before_access_slides_with_its_new_length(shop_db):
+    from anchorgpu.orders.fulfilment import provision_due
+
+    order = shop.place(shop.customer())  # as soon as possible: its cards held past the term for access
+    shop.pay(order)
+    order = fresh(order)
+    assert order.state == "paid" and order.start_asap and order.booking.ends_at > order.ends_at
+    ext = extend(order, 3)
+    assert fresh(ext).starts_at == order.booking.ends_at  # right after the cards the term holds
+    pay_extension(ext)
+    order = fresh(order)
+    assert order.total_days == 6 and order.ends_at - order.starts_at == timedelta(days=6)
+    provision_due(now=order.starts_at + 60 * SECOND)
+    order = fresh(order)
+    assert order.state == "active" and order.ends_at - order.starts_at == timedelta(days=6)
+    assert order.starts_at >= order.booking.starts_at and order.ends_at <= order.booking.ends_at
+    assert invariant_violations() == []
