@@ -281,3 +281,23 @@ def test_an_as_soon_as_possible_term_extended_before_access_slides_with_its_new_
     assert order.state == "active" and order.ends_at - order.starts_at == timedelta(days=6)
     assert order.starts_at >= order.booking.starts_at and order.ends_at <= order.booking.ends_at
     assert invariant_violations() == []
+
+
+def test_an_extension_follows_its_term_to_other_cards(shop_db):
+    """If the term was moved to other cards while its extension waited for payment (``booking_move``), the
+    extension is held again on the new cards when paid, if they are free (here the move is simulated by
+    pointing the extension's hold at other free cards)."""
+    from anchorgpu.allocation import services as allocation
+
+    order = running()
+    ext = extend(order, 3)
+    other = allocation.hold_place(product=ext.product, quantity=1, start=ext.starts_at, term_days=3,
+                                  reference="elsewhere")
+    assert devices(Order(booking=other)) != devices(order)
+    allocation.booking_release(booking=ext.booking, actor="test", reason="test", for_order=True)
+    Order.objects.filter(pk=ext.pk).update(booking=other)
+    pay_extension(fresh(ext))
+    ext, order2 = fresh(ext), fresh(order)
+    assert ext.state == "completed" and order2.ends_at == order.ends_at + timedelta(days=3)
+    assert fresh(ext).booking.pk != other.pk and Booking.objects.get(pk=other.pk).state == Booking.State.RELEASED
+    assert invariant_violations() == []

@@ -177,6 +177,13 @@ def extension_secure(extension: Order, *, actor: str, now: datetime) -> bool:
     if not _parent_takes(parent, extension):
         return False
     booking = extension.booking
+    cards = options.extension_devices(parent)
+    if (booking is not None and booking.state == Booking.State.LIVE
+            and sorted(booking.slots.values_list("device_id", flat=True)) != cards):
+        # The term was moved to other cards since (``booking_move``): the extension follows it, if they are free.
+        allocation.booking_release(booking=booking, actor=actor, for_order=True,
+                                   reason=f"order {parent.reference} moved to other cards")
+        booking = None
     if booking is not None and booking.state == Booking.State.LIVE:
         if booking.kind == Booking.Kind.CONFIRMED:
             return True
@@ -187,7 +194,7 @@ def extension_secure(extension: Order, *, actor: str, now: datetime) -> bool:
             except HoldExpired:
                 pass
     try:
-        hold = allocation.hold_place_on(product=extension.product, device_ids=options.extension_devices(parent),
+        hold = allocation.hold_place_on(product=extension.product, device_ids=cards,
                                         start=extension.starts_at, end=extension.ends_at, actor=actor,
                                         reference=extension.reference, hold_minutes=5, now=now)
         hold = allocation.hold_confirm(booking=hold, actor=actor, now=now)
