@@ -164,11 +164,14 @@ def test_paid_late_with_the_cards_taken_goes_to_the_refund_queue(shop_db):
         payment_take_earliest_start(order=ext, actor="alice@example.com")
 
 
-def test_paid_late_after_the_order_ended_is_refunded(shop_db):
+def test_paid_after_the_order_ended_is_refunded(shop_db):
+    from anchorgpu.payments.services import payment_claim
+
     order = running()
     ext = extend(order, 3)
+    payment_claim(order=ext, actor="alice@example.com")  # "I've paid": it stays for its transfer
     terms_end_due(now=order.ends_at)
-    assert fresh(order).state == "completed"
+    assert fresh(order).state == "completed" and fresh(ext).state == "payment_claimed"
     pay_extension(ext, seen_at=ext.quote.created_at + 60 * SECOND)
     ext = fresh(ext)
     assert ext.state == "paid_late" and ext.refund_due
@@ -301,3 +304,13 @@ def test_an_extension_follows_its_term_to_other_cards(shop_db):
     assert ext.state == "completed" and order2.ends_at == order.ends_at + timedelta(days=3)
     assert fresh(ext).booking.pk != other.pk and Booking.objects.get(pk=other.pk).state == Booking.State.RELEASED
     assert invariant_violations() == []
+
+
+def test_an_unpaid_extension_is_cancelled_when_its_term_ends(shop_db):
+    order = running()
+    ext = extend(order, 3)
+    assert terms_end_due(now=order.ends_at) == 1
+    ext = fresh(ext)
+    assert ext.state == "cancelled" and ext.booking.state == Booking.State.RELEASED
+    pay_extension(ext)  # money sent anyway is owed back
+    assert fresh(ext).refund_due

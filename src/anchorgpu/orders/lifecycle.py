@@ -139,6 +139,19 @@ def _end(order: Order, now: datetime, *, actor: str = SYSTEM, reason: str = "the
     order_transition(order=order, to=S.COMPLETED, actor=actor, reason=reason)
     wipe_mark_due(order, now=now, always=True, actor=actor)  # the worker wipes, outside this transaction
     _release(order, reason=reason)
+    _drop_pending_extensions(order, actor=actor)
+
+
+def _drop_pending_extensions(order: Order, *, actor: str) -> None:
+    """An extension still awaiting payment, with nothing received, has no term left to extend: cancelled, its
+    hold released. Its row is taken only if free (the payment path locks the extension before its order: no
+    waiting here, so no deadlock); one left behind expires with its quote, or is refunded if paid after all."""
+    pending = (Order.objects.select_for_update(skip_locked=True, of=("self",))
+               .filter(extends=order, state=S.AWAITING_PAYMENT.value, transfers__isnull=True))
+    for extension in pending:
+        order_transition(order=extension, to=S.CANCELLED, actor=actor,
+                         reason=f"order {order.reference} ended before this extension was paid")
+        _release(extension, reason=f"order {order.reference} ended")
 
 
 def order_end_now(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
