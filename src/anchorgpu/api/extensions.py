@@ -9,8 +9,8 @@ from django.utils.translation import gettext as _
 from ninja import Router, Status
 
 from anchorgpu.orders.errors import OrderError
-from anchorgpu.orders.extension_options import extension_options
-from anchorgpu.orders.extensions import extension_price, order_extend, refusal_text
+from anchorgpu.orders.extension_options import extension_options, refusal_text
+from anchorgpu.orders.extensions import extension_price, order_extend
 from anchorgpu.payments.selectors import assets_accepted
 
 from . import answers

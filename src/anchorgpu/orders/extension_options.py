@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from anchorgpu.allocation import selectors
 from anchorgpu.allocation.models import Booking
 from anchorgpu.catalog.rules import TERM_DAYS
+from anchorgpu.formats import display
 
 from .models import Order
 from .states import OrderState
@@ -96,3 +98,29 @@ def extension_options(order: Order, *, now: datetime | None = None) -> Extension
 def extensions_applied(order: Order):
     """The extensions paid and added to ``order``'s term, in term order."""
     return order.extensions.filter(state=S.COMPLETED.value).order_by("starts_at", "pk")
+
+
+def refusal_text(found: ExtensionOptions) -> str:
+    """The sentence the customer reads when ``found`` allows no extension (or not of the days asked for)."""
+    order = found.order
+    if found.refusal == NOT_EXTENDABLE:
+        if order.extends_id:
+            return _("This is an extension; extend order %(reference)s itself.") % {
+                "reference": order.extends.reference}
+        return _("Only a paid term that has not ended can be extended; this order is %(state)s.") % {
+            "state": order.state_label}
+    if found.refusal == PENDING:
+        return _("Extension %(reference)s of this order is waiting for its payment; pay or cancel it first.") % {
+            "reference": found.pending.reference}
+    if found.refusal == NOT_ON_SALE:
+        return _("%(product)s is no longer on sale, so the term cannot be extended.") % {
+            "product": order.product.name}
+    if found.refusal == BOOKED_AT_END:
+        return _("This term cannot be extended: its cards are booked from %(time)s, when it ends.") % {
+            "time": display.moment(found.start)}
+    free = display.moment(found.free_until) if found.free_until else "?"
+    if found.refusal == TOO_SHORT:
+        return _("This term cannot be extended: its cards are free after it only until %(time)s, less than "
+                 "the shortest term (%(days)d days).") % {"time": free, "days": min(TERM_DAYS)}
+    return _("These cards are free after the term only until %(time)s: the term can be extended by "
+             "%(days)s days.") % {"time": free, "days": ", ".join(map(str, found.days))}

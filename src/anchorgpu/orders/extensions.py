@@ -33,7 +33,6 @@ from anchorgpu.billing.selectors import tax_decision
 from anchorgpu.catalog import pricing
 from anchorgpu.catalog.rules import TERM_DAYS, RuleError
 from anchorgpu.catalog.selectors import NoPriceList, price_list_current
-from anchorgpu.formats import display
 from anchorgpu.i18n import message
 from anchorgpu.payments.models import Asset, PaymentSettings
 from anchorgpu.payments.quotes import quote_create
@@ -41,6 +40,7 @@ from anchorgpu.payments.quotes import quote_create
 from . import extension_options as options
 from . import notify
 from .errors import InvalidOrder, NotAllowedNow, Unavailable
+from .extension_options import refusal_text
 from .models import Order, OrderEmail, new_reference
 from .services import _lines  # the checkout's own shape of price lines
 from .states import OrderState
@@ -84,32 +84,6 @@ def _tax(order: Order) -> dict:
                            % {"reason": message(exc)}, code="vat_not_set_up") from None
 
 
-def refusal_text(found: options.ExtensionOptions, days: int | None = None) -> str:
-    """The sentence the customer reads when ``found`` allows no extension (or not of ``days``)."""
-    order = found.order
-    if found.refusal == options.NOT_EXTENDABLE:
-        if order.extends_id:
-            return _("This is an extension; extend order %(reference)s itself.") % {
-                "reference": order.extends.reference}
-        return _("Only a paid term that has not ended can be extended; this order is %(state)s.") % {
-            "state": order.state_label}
-    if found.refusal == options.PENDING:
-        return _("Extension %(reference)s of this order is waiting for its payment; pay or cancel it first.") % {
-            "reference": found.pending.reference}
-    if found.refusal == options.NOT_ON_SALE:
-        return _("%(product)s is no longer on sale, so the term cannot be extended.") % {
-            "product": order.product.name}
-    if found.refusal == options.BOOKED_AT_END:
-        return _("This term cannot be extended: its cards are booked from %(time)s, when it ends.") % {
-            "time": display.moment(found.start)}
-    free = display.moment(found.free_until) if found.free_until else "?"
-    if found.refusal == options.TOO_SHORT:
-        return _("This term cannot be extended: its cards are free after it only until %(time)s, less than "
-                 "the shortest term (%(days)d days).") % {"time": free, "days": min(TERM_DAYS)}
-    return _("These cards are free after the term only until %(time)s: the term can be extended by "
-             "%(days)s days.") % {"time": free, "days": ", ".join(map(str, found.days))}
-
-
 def order_extend(*, order: Order, days: int, actor: str, asset: Asset, now: datetime | None = None) -> Order:
     """Hold the same cards for ``days`` after ``order``'s term and record the extension with its quote, all in
     one transaction. Returns the extension (an order awaiting payment)."""
@@ -127,7 +101,7 @@ def order_extend(*, order: Order, days: int, actor: str, asset: Asset, now: date
         if found.refusal == options.NOT_ON_SALE:
             raise Unavailable(refusal_text(found), code=found.refusal)
         if days not in found.days:
-            raise Unavailable(refusal_text(found, days), code=found.refusal or "too_long")
+            raise Unavailable(refusal_text(found), code=found.refusal or "too_long")
         price = _price(parent, days, now)
         tax_data = _tax(parent)
         start, end = found.start, found.start + timedelta(days=days)

@@ -51,8 +51,6 @@ def end_reminder(order: Order, *, now: datetime | None = None,
                  within: timedelta | None = REMIND_BEFORE) -> EndReminder | None:
     """The reminder about ``order``'s end, while an active term ends ``within`` (a day; None: any time ahead,
     for an email queued by the reminder sweep and sent later); else None."""
-    from .extensions import refusal_text
-
     now = now or timezone.now()
     if order.order_state is not OrderState.ACTIVE or order.ends_at <= now:
         return None
@@ -64,7 +62,7 @@ def end_reminder(order: Order, *, now: datetime | None = None,
         ends_at=order.ends_at,
         minutes_left=max(1, -(-int((order.ends_at - now).total_seconds()) // 60)),
         extend=found,
-        extend_refusal="" if found.possible else refusal_text(found),
+        extend_refusal="" if found.possible else extension_options.refusal_text(found),
         storage_site=(_site(order) or "?") if storage else "",
         storage_until=order.ends_at + timedelta(days=STORAGE_KEPT_DAYS) if storage else None,
     )

@@ -1,27 +1,21 @@
 """The order page's "Extend this term" (``orders.extensions``) and the reminder banner before a term ends
-(``orders.reminders``): what the page shows, and the form that places the extension. The view calls the
-service and holds no rule; the extension is an order, shown (and paid) on its own order page."""
+(``orders.reminders``): what the page shows, and the form that places the extension (the view is
+``order_views.order_extend_view``). The extension is an order, shown (and paid) on its own order page."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from django import forms
-from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.http import Http404
-from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
-from django.views.decorators.http import require_POST
 
 from anchorgpu.formats import display
 from anchorgpu.orders.errors import OrderError
-from anchorgpu.orders.extension_options import extension_options
-from anchorgpu.orders.extensions import extension_price, order_extend, refusal_text
+from anchorgpu.orders.extension_options import extension_options, refusal_text
+from anchorgpu.orders.extensions import extension_price
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.reminders import end_reminder
-from anchorgpu.orders.selectors import order_for_customer
 from anchorgpu.payments.selectors import assets_accepted
 
 
@@ -67,32 +61,3 @@ def extend_facts(order: Order, *, now: datetime, form: ExtendForm | None = None)
         "extends": order.extends if order.extends_id else None,
         "reminder": end_reminder(order, now=now),
     }
-
-
-@login_required
-@require_POST
-def order_extend_view(request, reference: str):
-    from .order_views import _detail_context  # the order page's context (the page is re-rendered on an error)
-
-    order = order_for_customer(user=request.user, reference=reference)
-    if order is None:
-        raise Http404("no such order")
-    found = extension_options(order)
-    if not found.possible:
-        messages.error(request, refusal_text(found))
-        return render(request, "web/order.html", _detail_context(request, order), status=409)
-    form = ExtendForm(request.POST, choices=[(d, str(d)) for d in found.days])
-    if form.is_valid():
-        try:
-            extension = order_extend(order=order, days=form.cleaned_data["days"], asset=form.cleaned_data["asset"],
-                                     actor=request.user.get_username())
-        except OrderError as exc:
-            messages.error(request, exc.message)
-            order.refresh_from_db()
-            return render(request, "web/order.html", _detail_context(request, order), status=409)
-        messages.success(request, gettext("The cards are held for your extension. Pay it here to add the days to "
-                                          "order %(reference)s.") % {"reference": order.reference})
-        return redirect("order", reference=extension.reference)
-    for error in form.errors.values():
-        messages.error(request, " ".join(error))
-    return render(request, "web/order.html", _detail_context(request, order), status=400)
