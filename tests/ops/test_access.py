@@ -27,6 +27,7 @@ ACCESS = {
     "api-offers": (PUBLIC, 200), "api-offer-detail": (PUBLIC, 200), "api-openapi": (PUBLIC, 200),
     "api-quotes": (PUBLIC, None), "api-orders": (SIGNED_IN, 200), "api-order": (OWNER, 200),
     "api-order-paid": (OWNER, None), "api-order-cancel": (OWNER, None),
+    "api-order-extension": (OWNER, 200), "api-order-extend": (OWNER, None),
     "set_language": (PUBLIC, None), "catalog": (PUBLIC, 200), "product": (PUBLIC, 200),
     "signup": (PUBLIC, 200), "login": (PUBLIC, 200), "login_code": (PUBLIC, 302), "logout": (PUBLIC, None),
     "two_factor": (OPERATORS, 200),
@@ -36,8 +37,8 @@ ACCESS = {
     "checkout": (SIGNED_IN, 200),
     "orders": (SIGNED_IN, 200), "order": (OWNER, 200), "order_claim_payment": (OWNER, None),
     "order_cancel": (OWNER, None), "order_refund_address": (OWNER, None), "order_status": (OWNER, 200),
-    "order_take_start": (OWNER, None), "checkout_price": (PUBLIC, 200), "contact": (PUBLIC, 200),
-    "terms": (PUBLIC, 200),
+    "order_take_start": (OWNER, None), "order_extend": (OWNER, None), "checkout_price": (PUBLIC, 200),
+    "contact": (PUBLIC, 200), "terms": (PUBLIC, 200),
     "invoice_pdf": (OWNER, 200), "credit_note_pdf": (OWNER, 404), "guides": (PUBLIC, 200), "guide": (PUBLIC, 200),
     "planner": (PUBLIC, 200), "planner_simulate": (PUBLIC, None), "planner_simulation": (PUBLIC, 404),
     "planner_simulation_status": (PUBLIC, 404), "pilot_reports": (SIGNED_IN, 200), "pilot_report": (OWNER, 200),
@@ -45,7 +46,7 @@ ACCESS = {
 }
 FORMS = ["signup", "login", "logout", "password_reset", "checkout", "order_claim_payment", "order_cancel",
          "order_refund_address", "planner_simulate", "api_tokens", "ssh_keys", "password_change", "login_code",
-         "two_factor", "pilot_reports", "order_take_start"]
+         "two_factor", "pilot_reports", "order_take_start", "order_extend"]
 
 
 def _names(patterns, admin=False):
@@ -109,8 +110,8 @@ def test_posts_to_someone_elses_order_find_nothing_and_change_nothing(world):
     alice, bob, order, kwargs = world
     stranger = Client()
     stranger.force_login(bob)
-    for name in ("order_claim_payment", "order_cancel", "order_refund_address", "order_take_start"):
-        assert stranger.post(url(name, kwargs), {"txid": "", "address": "bc1qxy"}).status_code == 404, name
+    for name in ("order_claim_payment", "order_cancel", "order_refund_address", "order_take_start", "order_extend"):
+        assert stranger.post(url(name, kwargs), {"txid": "", "address": "bc1qxy", "days": "3"}).status_code == 404, name
     order.refresh_from_db()
     assert order.state == "paid" and order.refund_address == ""
 
@@ -118,12 +119,13 @@ def test_posts_to_someone_elses_order_find_nothing_and_change_nothing(world):
 def test_the_api_refuses_strangers(client, world):
     alice, bob, order, kwargs = world
     _t, bobs = api_token_create(user=bob, name="bob")
-    for name in ("api-orders", "api-order", "api-order-paid", "api-order-cancel", "api-pilot-reports",
-                 "api-pilot-report"):
+    for name in ("api-orders", "api-order", "api-order-paid", "api-order-cancel", "api-order-extension",
+                 "api-order-extend", "api-pilot-reports", "api-pilot-report"):
         address = url(name, kwargs)
         method = client.get if ACCESS[name][1] else client.post
         assert method(address).status_code == 401, name
-    for name in ("api-order", "api-order-paid", "api-order-cancel", "api-pilot-report"):
+    for name in ("api-order", "api-order-paid", "api-order-cancel", "api-order-extension", "api-order-extend",
+                 "api-pilot-report"):
         address = url(name, kwargs)
         method = client.get if ACCESS[name][1] else client.post
         response = method(address, headers={"Authorization": f"Bearer {bobs}"}, content_type="application/json")

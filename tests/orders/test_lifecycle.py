@@ -16,10 +16,10 @@ from anchorgpu.audit.models import AuditEntry
 from anchorgpu.orders.errors import Unavailable
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
-from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.orders.models import Order, ProvisioningStep
 from anchorgpu.orders.notify import emails_send_due
 from anchorgpu.orders.provisioning import WIPE
+from anchorgpu.orders.wipes import wipes_due
 from anchorgpu.payments.services import payment_claim
 from tests import shop
 
@@ -121,11 +121,11 @@ def test_the_end_of_term_warning_is_sent_once_a_day_before(shop_db, django_captu
     assert "your term ends on" in mailoutbox[0].subject and order.reference in mailoutbox[0].subject
     body = " ".join(mailoutbox[0].body.split())
     # It says what will be erased, the scratch disk with it, and how the processes are stopped.
-    assert "your container and its volume" in body and "local NVMe disk, which is scratch space" in body
+    assert "your container and its /workspace volume" in body and "local NVMe disk, which is scratch space" in body
     assert "after a short grace period, killed" in body and "Copy your checkpoints" in body
     assert fresh(order).end_warned_at == warned_at
     with django_capture_on_commit_callbacks(execute=True):
-        assert terms_warn_due(now=order.ends_at - HOUR) == 0
+        assert terms_warn_due(now=order.ends_at - 2 * HOUR) == 0  # the day's warning once (the hour's: test_reminders)
     assert emails_send_due() == 0 and len(mailoutbox) == 1
     assert AuditEntry.objects.filter(object_id=str(order.pk), action="term_warning").count() == 1
 

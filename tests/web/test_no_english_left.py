@@ -60,7 +60,7 @@ TINY_SETUP = {"method": "lora", "lora_rank": 8, "optimizer": "adamw", "precision
 
 # Views that only act (a redirect follows, shown here through the page it leads to) or that are not the
 # customer's: every other page of the shop must be among those this test renders.
-NOT_PAGES = {"logout", "two_factor", "order_cancel", "order_take_start"}
+NOT_PAGES = {"logout", "two_factor", "order_cancel", "order_take_start", "order_extend"}
 
 
 def _customer_views() -> set[str]:

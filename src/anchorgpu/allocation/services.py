@@ -173,6 +173,44 @@ def hold_place(*, product: Product, quantity: int, start: datetime | None, term_
     return _retrying(attempt)
 
 
+def hold_place_on(*, product: Product, device_ids, start: datetime, end: datetime, actor: str = SYSTEM,
+                  reference: str = "", hold_minutes: int | None = None, now: datetime | None = None) -> Booking:
+    """Hold exactly these devices of ``product`` for ``[start, end)`` until the hold expires: the same cards
+    a term already has, for the days right after it (an extension, ``orders.extensions``). Checked in the
+    product's turn with the selectors, the exclusion constraint (SQLite: the IMMEDIATE transaction and the
+    triggers) as the backstop; a device busy for any of it is ``NoLongerAvailable``."""
+    now = now or timezone.now()
+    period = _period(start, end)
+    ids = sorted(set(device_ids))
+    if not ids:
+        raise InvalidRequest("A hold needs at least one device.")
+    minutes = settings.ANCHORGPU_HOLD_MINUTES if hold_minutes is None else hold_minutes
+    if minutes < 1:
+        raise InvalidRequest("A hold must last at least one minute.")
+    expires_at = now + timedelta(minutes=minutes)
+    units = len(ids) // max(1, product.cards_per_unit)
+
+    def attempt(retry: bool) -> Booking:
+        _take_turn(product.pk)
+        if retry:
+            _expire_stale_holds(now)
+        free = selectors.free_until(ids, after=period.start, until=period.end, now=now)
+        if free < period.end:
+            raise NoLongerAvailable(f"No longer available: these cards are booked from {free:%Y-%m-%d %H:%M} UTC.")
+        booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=units,
+                                         starts_at=period.start, ends_at=period.end, expires_at=expires_at,
+                                         reference=reference)
+        BookingDevice.objects.bulk_create([
+            BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
+                          expires_at=expires_at) for d in ids])
+        audit_record(actor=actor, action="hold_place", obj=booking, to_state="live",
+                     data={"product": product.slug, "quantity": units, "devices": ids,
+                           "start": period.start.isoformat(), "end": period.end.isoformat(), "same_cards": True})
+        return booking
+
+    return _retrying(attempt)
+
+
 def _check_start(start: datetime, term_days: int, now: datetime) -> None:
     period = _period(start, start + timedelta(days=term_days))
     horizon = settings.ANCHORGPU_BOOKING_HORIZON_DAYS

@@ -111,6 +111,8 @@ def order(order: OrderRow) -> s.Order:
     active = order.state == "active" and bool(order.access_host)
     return s.Order(
         **_summary_fields(order), cards=order.cards, start_asap=order.start_asap,
+        extends=order.extends.reference if order.extends_id else None,
+        extensions=list(order.extensions.order_by("created_at", "pk").values_list("reference", flat=True)),
         environment=order.environment.slug, options=list(order.option_slugs),
         lines=[s.PriceLine(kind=line["kind"], description=line_label(line), quantity=line["quantity"],
                            unit_price=line["unit_price"], amount=line["amount"]) for line in order.lines],
@@ -123,6 +125,14 @@ def order(order: OrderRow) -> s.Order:
         access=s.Access(host=order.access_host, port=order.access_port, user=order.access_user) if active else None,
         invoice=s.Invoice(number=invoice.number) if invoice else None, vat=_vat(order),
         purpose=order.purpose or None)
+
+
+def extension_options(found, prices: dict, currency: str | None, message: str) -> s.ExtensionOptions:
+    return s.ExtensionOptions(
+        reference=found.order.reference, extendable=found.possible, days=list(found.days),
+        prices={str(d): f"{p:f}" for d, p in prices.items()}, currency=currency, starts_at=iso(found.start),
+        free_until=iso(found.free_until), refusal=found.refusal or None, message=message or None,
+        pending=found.pending.reference if found.pending is not None else None)
 
 
 def _vat(order: OrderRow) -> s.Vat | None:

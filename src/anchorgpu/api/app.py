@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
-from . import catalog, errors, orders, pilot_reports
+from . import catalog, errors, extensions, orders, pilot_reports
 from .body import JsonParser
 
-ROUTERS = (catalog.router, orders.router, pilot_reports.router)
+ROUTERS = (catalog.router, orders.router, extensions.router, pilot_reports.router)
 
 
 class Api(NinjaAPI):

@@ -81,7 +81,9 @@ def _enum_targets(doc: dict) -> list[tuple[dict, str]]:
     schemas = doc["components"]["schemas"]
     quote, order = schemas["QuoteRequest"]["properties"], schemas["OrderRequest"]["properties"]
     product = next(p for p in doc["paths"]["/offers/{slug}"]["get"]["parameters"] if p.get("name") == "slug")
-    return [(quote["product"], "products"), (order["product"], "products"), (order["environment"], "environments"),
+    extend = schemas["ExtendRequest"]["properties"]
+    return [(extend["asset"], "assets"), (quote["product"], "products"), (order["product"], "products"),
+            (order["environment"], "environments"),
             (order["asset"], "assets"), (quote["options"]["items"], "options"), (order["options"]["items"], "options"),
             (product["schema"], "products")]
 

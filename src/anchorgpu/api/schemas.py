@@ -121,6 +121,13 @@ class EmptyRequest(Schema):
     model_config = _request_config([])
 
 
+class ExtendRequest(Schema):
+    model_config = _request_config(["days", "asset"])
+
+    days: Whole = documented("Days to add to the term, on the same cards, right after it.", enum=list(TERM_DAYS))
+    asset: Text = documented("The asset to pay the extension's own quote in.", **slug())
+
+
 # Answers ----------------------------------------------------------------------------------------------------
 
 class ErrorDetail(Closed):
@@ -225,7 +232,25 @@ class OrderSummary(Closed):
     links: Links
 
 
+class ExtensionOptions(Closed):
+    reference: str = Field(max_length=20)
+    extendable: bool = Field(description="Whether the term can be extended now (by one of days).")
+    days: list[int] = Field(description="The terms that fit on the same cards right after this term.")
+    prices: dict[str, Money] = Field(description="The price now of each of days, in currency.")
+    currency: str | None
+    starts_at: MaybeTime = Field(description="Where an extension would begin (the end of the term's cards).")
+    free_until: MaybeTime = Field(description="How far after the term the same cards stay free (within the "
+                                              "longest term); equal to starts_at when the next booking starts "
+                                              "at the term's end.")
+    refusal: Literal["not_extendable", "not_on_sale", "pending", "booked_at_end", "too_short", None] = Field(
+        description="Why no extension can be bought now; null when one can.")
+    message: str | None = Field(description="The refusal, for people, in the request's language.")
+    pending: str | None = Field(description="The extension waiting for its payment, if any.")
+
+
 class Order(OrderSummary):
+    extends: str | None = Field(description="For an extension: the order whose term it lengthens.")
+    extensions: list[str] = Field(description="This order's extensions, oldest first (see their states).")
     cards: int
     start_asap: bool
     environment: Slug

@@ -1,4 +1,4 @@
-"""``anchorgpu offers`` and ``anchorgpu order create|show|list|paid|cancel``:
+"""``anchorgpu offers`` and ``anchorgpu order create|show|list|paid|cancel|extend``:
 the shop's API from a terminal. Tables for people, ``--json`` for scripts.
 
 The shop and the token come from ``--url``/``--token`` or the environment
@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("reference")
         if name == "paid":
             action.add_argument("--txid", default="", help="the transaction id, if your wallet shows it")
+    extend = actions.add_parser("extend", help="extend a paid term on the same cards (without --days: what can be "
+                                               "bought, and until when the cards are free)")
+    _common(extend)
+    extend.add_argument("reference")
+    extend.add_argument("--days", type=int, choices=[3, 7, 30], help="days to add right after the term")
+    extend.add_argument("--asset", help="the asset to pay the extension in (btc, eth, …); with --days")
     listing = actions.add_parser("list", help="your orders")
     _common(listing)
     return parser
@@ -120,6 +126,10 @@ def _show_order(order: dict, out) -> None:
             ("cards", f"{order['quantity']} × {order['product']}"), ("term", f"{order['term']} days"),
             ("period (UTC)", f"{order['starts_at']} → {order['ends_at']}"),
             ("total", f"{order['total']} {order['currency']}")]
+    if order.get("extends"):
+        rows.append(("extends", f"order {order['extends']} (paid, its days are added to that term)"))
+    if order.get("extensions"):
+        rows.append(("extensions", ", ".join(order["extensions"])))
     if quote:
         rows += [("pay", f"{quote['amount_display']} {quote['symbol']} ({quote['network_name']})"),
                  ("to address", quote["address"]), ("quote expires", quote["expires_at"]),
@@ -170,6 +180,13 @@ def run(argv: list[str], out=None, err=None) -> int:
             reference = urllib.parse.quote(args.reference, safe="")
             if args.action == "show":
                 data = client.request("GET", f"orders/{reference}")
+            elif args.action == "extend" and args.days is None:
+                data = client.request("GET", f"orders/{reference}/extension")
+            elif args.action == "extend":
+                if not args.asset:
+                    raise UsageError("give --asset to pay the extension in (e.g. btc)")
+                data = client.request("POST", f"orders/{reference}/extend",
+                                      body={"days": args.days, "asset": args.asset})
             elif args.action == "paid":
                 data = client.request("POST", f"orders/{reference}/paid", body={"txid": args.txid})
             else:
@@ -197,6 +214,18 @@ def run(argv: list[str], out=None, err=None) -> int:
                            [(o["reference"], o.get("state_label") or o["state"], f"{o['quantity']} × {o['product']}",
                              f"{o['term']} d", o["starts_at"], f"{o['total']} {o['currency']}") for o in orders],
                            align="<<<><>"), file=out)
+    elif args.action == "extend" and args.days is None:
+        _show_extension(data, out)
     else:
         _show_order(data, out)
     return 0
+
+
+def _show_extension(found: dict, out) -> None:
+    if found["extendable"]:
+        print(f"order {found['reference']} can be extended from {found['starts_at']} (UTC) by:", file=out)
+        print(render_table(["days", "price"], [(str(d), f"{found['prices'].get(str(d), '—')} {found['currency'] or ''}")
+                                               for d in found["days"]], align=">>"), file=out)
+        print(f"the cards are free until {found['free_until']} (UTC) at least", file=out)
+    else:
+        print(f"order {found['reference']} cannot be extended now: {found['message'] or found['refusal']}", file=out)

@@ -27,6 +27,7 @@ from .queue import PaymentQueueEntry
 @admin.register(Order)
 class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
     list_display = ("reference", "email", "product", "quantity", "term_days", "state", "total", "created_at")
+    readonly_fields = ("extends_link", "extensions_list")
     list_filter = ("state", "product")
     list_select_related = ("product",)
     search_fields = ("reference", "email", "user__email", "quote__address", "transfers__txid", "claimed_txid")
@@ -36,6 +37,7 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
         (None, {"fields": ("reference", "state", "user", "created_at", "updated_at")}),
         (_("What was ordered"), {"fields": ("product", "quantity", "term_days", "start_asap", "starts_at", "ends_at",
                                             "environment", "option_slugs", "booking")}),
+        (_("Extensions"), {"fields": ("extends_link", "extended_days", "extensions_list")}),
         (_("Price"), {"fields": ("currency", "lines", "fiat_total")}),
         (_("Customer"), {"fields": ("name", "email", "company", "country", "billing_address", "vat_id",
                                     "language")}),
@@ -44,12 +46,29 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
         (_("Access"), {"fields": ("provisioner", "access_host", "access_port", "access_user",
                                   "provisioning_attempts", "unreachable_attempts", "last_error", "lease_step",
                                   "lease_owner", "lease_started_at", "lease_until", "retry_at", "end_warned_at",
+                                  "end_warned_hour_at",
                                   "wipe_due_at", "wipe_attempts")}),
     )
 
     @admin.display(description=_("total"), ordering="fiat_total")
     def total(self, obj):
         return f"{obj.fiat_total} {obj.currency}"
+
+    @admin.display(description=_("extends order"))
+    def extends_link(self, obj):
+        if not obj.extends_id:
+            return "—"
+        return format_html('<a href="{}">{}</a>', reverse("admin:orders_order_change", args=[obj.extends_id]),
+                           obj.extends.reference)
+
+    @admin.display(description=_("extensions"))
+    def extensions_list(self, obj):
+        rows = obj.extensions.select_related("invoice").order_by("created_at", "pk")
+        if not rows:
+            return "—"
+        return format_html_join(", ", '<a href="{}">{}</a> ({} d, {}{})', (
+            (reverse("admin:orders_order_change", args=[e.pk]), e.reference, e.term_days, e.state_label,
+             f", {e.invoice.number}" if hasattr(e, "invoice") else "") for e in rows))
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None:

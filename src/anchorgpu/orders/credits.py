@@ -37,6 +37,7 @@ from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.fleet.models import HostFault
 from anchorgpu.payments.services import note_excess
 
+from .extensions import paid_segments as extension_segments
 from .models import Order, ProvisioningStep
 from .provisioning import Step
 from .states import OrderState
@@ -51,11 +52,10 @@ CREDIT_ACTION = "service_credit"
 _HAD_A_TERM = frozenset({S.PAID, S.PROVISIONING, S.ACTIVE, S.COMPLETED, S.FAILED, S.REFUNDED})
 
 
-def paid_segments(order: Order) -> list[tuple[datetime, datetime, Invoice]]:
-    """The paid parts of the order's term, each [start, end) with the invoice that paid it. For now the term
-    and the order's one invoice; extensions add their own periods and invoices."""
-    invoice = Invoice.objects.filter(order=order).first()
-    return [(order.starts_at, order.ends_at, invoice)] if invoice is not None else []
+def paid_segments(order: Order) -> list[tuple[datetime, datetime, Invoice | None]]:
+    """The paid parts of the order's term, each [start, end) with the invoice that paid it: the term, then each
+    applied extension (``extensions.paid_segments``)."""
+    return extension_segments(order)
 
 
 def _rows(order: Order, *actions: str) -> list[AuditEntry]:

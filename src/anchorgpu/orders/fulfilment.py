@@ -78,11 +78,15 @@ LEAD_TIME = timedelta(0)
 
 def _due(now: datetime) -> Q:
     # A chain alert (money counted for the order is gone from the chain) holds access until an operator decides.
+    # An extension has no access of its own: its days are added to the order it extends (``orders.extensions``).
     return ((Q(state=S.PAID.value, starts_at__lte=now + LEAD_TIME) | Q(state=S.PROVISIONING.value))
-            & Q(ends_at__gt=now) & Q(chain_alert="") & (Q(retry_at__isnull=True) | Q(retry_at__lte=now)))
+            & Q(ends_at__gt=now) & Q(chain_alert="") & (Q(retry_at__isnull=True) | Q(retry_at__lte=now))
+            & Q(extends__isnull=True))
 
 
 def _is_due(order: Order, now: datetime) -> bool:
+    if order.extends_id:
+        return False
     if order.ends_at <= now:
         return False  # the term is over; ``lifecycle.terms_end_due`` reports it
     if order.chain_alert:

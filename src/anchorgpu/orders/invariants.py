@@ -47,8 +47,10 @@ def terms_outside_their_booking() -> list[str]:
     found = []
     rows = (Order.objects.filter(state__in=[s.value for s in NEEDS_CONFIRMED_BOOKING],
                                  booking__state=Booking.State.LIVE)
-            .values_list("reference", "term_days", "starts_at", "ends_at", "booking__starts_at", "booking__ends_at"))
-    for ref, days, start, end, booked_from, booked_to in rows.iterator():
+            .values_list("reference", "term_days", "extended_days", "starts_at", "ends_at", "booking__starts_at",
+                         "booking__ends_at"))
+    for ref, bought, added, start, end, booked_from, booked_to in rows.iterator():
+        days = bought + added  # the term as bought, plus the days its paid extensions added
         if end - start != timedelta(days=days):
             found.append(f"order {ref}: its term runs {end - start}, not the {days} days bought")
         if start < booked_from or end > booked_to:

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 S = OrderState
 BATCH = 200
 WARN_BEFORE = timedelta(hours=24)
+WARN_LAST_HOUR = timedelta(hours=1)
 UNPAID = (S.AWAITING_PAYMENT.value, S.PAYMENT_CLAIMED.value)
 
 
@@ -95,24 +96,41 @@ def orders_expire_due(now: datetime | None = None) -> int:
     return changed
 
 
+# The reminders before a term ends, latest first: (field that records it, how long before the end, the email).
+# Each is sent once per end; an extension moves the end and clears them (``extensions.extension_apply``). A
+# worker that was down sends only the latest one due (the hour's, not a day's warning an hour before the end).
+REMINDERS = (("end_warned_hour_at", WARN_LAST_HOUR, "term_ending_hour"), ("end_warned_at", WARN_BEFORE, "term_ending"))
+
+
+def _warn_one(pk: int, *, field: str, before: timedelta, now: datetime) -> bool:
+    with transaction.atomic():
+        order = _claim(pk)
+        if (order is None or order.state != S.ACTIVE.value or getattr(order, field) is not None
+                or not now < order.ends_at <= now + before):
+            return False
+        fields = [name for name, ahead, _kind in REMINDERS if ahead >= before and getattr(order, name) is None]
+        for name in fields:  # this one, and any earlier one not sent: it would say less, later
+            setattr(order, name, now)
+        order.save(update_fields=[*fields, "updated_at"])
+        audit_record(actor=SYSTEM, action="term_warning", obj=order,
+                     data={"ends_at": order.ends_at.isoformat(), "hours_before": int(before.total_seconds() // 3600)})
+        if before == WARN_LAST_HOUR:
+            notify.term_ending_hour(pk)
+        else:
+            notify.term_ending(pk)
+        return True
+
+
 def terms_warn_due(now: datetime | None = None) -> int:
-    """Tell the customer, once, that an active term ends within ``WARN_BEFORE``."""
+    """Tell the customer that an active term ends: 24 hours before, then 1 hour before, each once per end,
+    with what will be erased, how to extend, and where the off-machine storage is if they bought it."""
     now = now or timezone.now()
     changed = 0
-    due = Order.objects.filter(state=S.ACTIVE.value, end_warned_at__isnull=True, ends_at__gt=now,
-                               ends_at__lte=now + WARN_BEFORE)
-    for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
-        with transaction.atomic():
-            order = _claim(pk)
-            if (order is None or order.state != S.ACTIVE.value or order.end_warned_at is not None
-                    or not now < order.ends_at <= now + WARN_BEFORE):
-                continue
-            order.end_warned_at = now
-            order.save(update_fields=["end_warned_at", "updated_at"])
-            audit_record(actor=SYSTEM, action="term_warning", obj=order,
-                         data={"ends_at": order.ends_at.isoformat()})
-            notify.term_ending(pk)
-            changed += 1
+    for field, before, _kind in REMINDERS:
+        due = Order.objects.filter(state=S.ACTIVE.value, ends_at__gt=now, ends_at__lte=now + before,
+                                   **{f"{field}__isnull": True})
+        for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
+            changed += _warn_one(pk, field=field, before=before, now=now)
     return changed
 
 
@@ -121,6 +139,19 @@ def _end(order: Order, now: datetime, *, actor: str = SYSTEM, reason: str = "the
     order_transition(order=order, to=S.COMPLETED, actor=actor, reason=reason)
     wipe_mark_due(order, now=now, always=True, actor=actor)  # the worker wipes, outside this transaction
     _release(order, reason=reason)
+    _drop_pending_extensions(order, actor=actor)
+
+
+def _drop_pending_extensions(order: Order, *, actor: str) -> None:
+    """An extension still awaiting payment, with nothing received, has no term left to extend: cancelled, its
+    hold released. Its row is taken only if free (the payment path locks the extension before its order: no
+    waiting here, so no deadlock); one left behind expires with its quote, or is refunded if paid after all."""
+    pending = (Order.objects.select_for_update(skip_locked=True, of=("self",))
+               .filter(extends=order, state=S.AWAITING_PAYMENT.value, transfers__isnull=True))
+    for extension in pending:
+        order_transition(order=extension, to=S.CANCELLED, actor=actor,
+                         reason=f"order {order.reference} ended before this extension was paid")
+        _release(extension, reason=f"order {order.reference} ended")
 
 
 def order_end_now(*, order: Order, actor: str, reason: str, now: datetime | None = None) -> Order:
@@ -150,7 +181,7 @@ def terms_end_due(now: datetime | None = None) -> int:
     operator's queue (see ``_strand_due``)."""
     now = now or timezone.now()
     changed = 0
-    due = Order.objects.filter(state=S.ACTIVE.value, ends_at__lte=now)
+    due = Order.objects.filter(state=S.ACTIVE.value, ends_at__lte=now, extends__isnull=True)
     for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
         try:
             with transaction.atomic():
@@ -191,7 +222,9 @@ def _strand_due(now: datetime) -> int:
     operator's call) and keeps its booking, whose period has passed, until
     then. Nothing is refunded automatically."""
     changed = 0
-    due = Order.objects.filter(state__in=(S.PAID.value, S.PROVISIONING.value), ends_at__lte=now)
+    # An extension is never left paid (it is added to its order in the payment's transaction); excluded anyway.
+    due = Order.objects.filter(state__in=(S.PAID.value, S.PROVISIONING.value), ends_at__lte=now,
+                               extends__isnull=True)
     for pk in list(due.order_by("ends_at", "pk").values_list("pk", flat=True)[:BATCH]):
         with transaction.atomic():
             order = _claim(pk)

@@ -61,6 +61,12 @@ class Order(models.Model):
     environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="+")
     option_slugs = models.JSONField(_("options"), default=list, blank=True)
     booking = models.OneToOneField(Booking, on_delete=models.PROTECT, null=True, blank=True, related_name="order")
+    # An extension is an order of its own (its price, quote, payment and invoice) that lengthens the order it
+    # ``extends`` on the same cards (``orders.extensions``); once paid, its days are added to that order's term.
+    extends = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="extensions",
+                                verbose_name=_("extends order"))
+    extended_days = models.PositiveSmallIntegerField(_("days added by extensions"), default=0,
+                                                     help_text=_("The term runs for its days plus these."))
 
     currency = models.CharField(_("currency"), max_length=3)
     lines = models.JSONField(_("price lines"), default=list)
@@ -94,7 +100,10 @@ class Order(models.Model):
     access_user = models.CharField(_("SSH user"), max_length=64, blank=True)
     provisioning_attempts = models.PositiveSmallIntegerField(_("failed provisioning attempts"), default=0)
     last_error = models.TextField(_("last provisioning error"), blank=True)
+    # The two reminders before the term ends (24 hours and 1 hour before; ``lifecycle.terms_warn_due``), each sent
+    # once per end: an extension moves the end and clears them.
     end_warned_at = models.DateTimeField(_("end-of-term warning sent"), null=True, blank=True)
+    end_warned_hour_at = models.DateTimeField(_("last-hour warning sent"), null=True, blank=True)
     # The worker's claim on the one step (or wipe) under way for this order (``orders.step_lease``): who holds it,
     # which step, since when and until when. The step's remote work runs with no transaction open; the lease is
     # what keeps a second worker off it meanwhile.
@@ -144,11 +153,22 @@ class Order(models.Model):
 
     @property
     def state_label(self) -> str:
+        if self.extends_id and self.order_state is OrderState.COMPLETED:
+            return _("added to order %(reference)s") % {"reference": self.extends.reference}
         return STATE_LABELS[self.order_state]
 
     @property
     def cards(self) -> int:
         return self.quantity * self.product.cards_per_unit
+
+    @property
+    def total_days(self) -> int:
+        """The term's length in days: as bought, plus the days of the extensions applied to it."""
+        return self.term_days + self.extended_days
+
+    @property
+    def is_extension(self) -> bool:
+        return self.extends_id is not None
 
 
 class OrderKey(models.Model):
@@ -209,6 +229,7 @@ class OrderEmail(models.Model):
         ORDER_PLACED = "order_placed", _("payment details")
         STATE_CHANGED = "state_changed", _("order state changed")
         TERM_ENDING = "term_ending", _("term ending")
+        TERM_ENDING_HOUR = "term_ending_hour", _("term ending within the hour")
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
         REFUND_SENT = "refund_sent", _("refund found on chain")
 

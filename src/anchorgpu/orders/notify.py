@@ -56,7 +56,13 @@ def order_placed(order_pk: int) -> None:
 
 
 def term_ending(order_pk: int) -> None:
+    """A day before the term ends."""
     _queue(order_pk, OrderEmail.Kind.TERM_ENDING)
+
+
+def term_ending_hour(order_pk: int) -> None:
+    """An hour before the term ends."""
+    _queue(order_pk, OrderEmail.Kind.TERM_ENDING_HOUR)
 
 
 def refund_sent(order_pk: int) -> None:
@@ -109,6 +115,11 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         on_its_way = state is OrderState.REFUNDED and any(not r.shown_as_sent for r in order.refunds.all())
         context = {"state": state.value, "state_label": STATE_LABELS[state], "refund_on_its_way": on_its_way,
                    "operator_note": email.note}
+    elif email.kind in (OrderEmail.Kind.TERM_ENDING, OrderEmail.Kind.TERM_ENDING_HOUR):
+        from .reminders import end_reminder  # what to say as the order stands when the email goes
+
+        with translation.override(order.language):
+            context = {"reminder": end_reminder(order, within=None)}
     elif email.kind == OrderEmail.Kind.REFUND_SENT:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,

@@ -77,7 +77,7 @@ def order_page(order: Order, *, evaluation, claim_refused: bool, now: datetime,
         expired=state is S.EXPIRED,
         paid=state is S.PAID,
         late_options=state is S.PAID_LATE and order.refund_due,
-        shows_access=state in rules.SHOWS_ACCESS,
+        shows_access=state in rules.SHOWS_ACCESS and not order.extends_id,  # an extension's access is its order's
         access_ready=state is S.ACTIVE,
         wants_refund_address=rules.wants_refund_address(state, refund_due=order.refund_due, received=received),
         may_cancel=rules.may_cancel(state, transfer_recorded=transfer_recorded),

@@ -39,7 +39,8 @@ TRANSITIONS: dict[OrderState, frozenset[OrderState]] = {
     S.EXPIRED: frozenset({S.PAID_LATE, S.UNDERPAID}),
     S.PAID_LATE: frozenset({S.PAID, S.REFUNDED, S.EXPIRED}),
     # Any settled order can be refunded whole by an operator: its access is wiped and its cards released with it.
-    S.PAID: frozenset({S.PROVISIONING, S.REFUNDED}),
+    # An extension, once paid, is added to the order it extends at once (``orders.extensions``): completed.
+    S.PAID: frozenset({S.PROVISIONING, S.REFUNDED, S.COMPLETED}),
     S.PROVISIONING: frozenset({S.ACTIVE, S.FAILED, S.REFUNDED}),
     S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED}),
     S.FAILED: frozenset({S.PROVISIONING, S.REFUNDED}),

@@ -65,7 +65,7 @@ def hold_until(order: Order, *, until: datetime, actor: str, now: datetime | Non
     if not order.start_asap or not _live(order.booking):
         return
     booking = order.booking
-    length = timedelta(days=order.term_days)
+    length = timedelta(days=order.total_days)
     want = slide.wanted_end(held=Period(booking.starts_at, booking.ends_at), length=length, at=until,
                             allowance=access_allowance())
     if want > booking.ends_at:
@@ -87,7 +87,7 @@ def term_slide(order: Order, *, at: datetime, actor: str, final: bool,
     now = now or timezone.now()
     at = at.replace(microsecond=0)
     booking = order.booking
-    length = timedelta(days=order.term_days)
+    length = timedelta(days=order.total_days)
     allowance = timedelta(0) if final else access_allowance()
     want = slide.wanted_end(held=Period(booking.starts_at, booking.ends_at), length=length, at=at,
                             allowance=allowance)

@@ -22,7 +22,7 @@ from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.selectors import service_credit_units
 from anchorgpu.billing.services import invoice_issue
 from anchorgpu.i18n import message
-from anchorgpu.orders import operator_events, rules, term_slide
+from anchorgpu.orders import extensions, operator_events, rules, term_slide
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.states import OrderState
@@ -124,7 +124,10 @@ def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
 def _secure_capacity(order: Order, *, actor: str, now: datetime) -> bool:
     """Make sure the order's term has confirmed cards: confirm its live hold,
     or, when the hold has run out, book the term again if the cards are
-    still free (from the original start, or from now when that has passed)."""
+    still free (from the original start, or from now when that has passed). An extension's cards are the
+    same cards right after its term, or none (``orders.extensions``)."""
+    if order.extends_id:
+        return extensions.extension_secure(order, actor=actor, now=now)
     booking = order.booking
     if booking is not None and booking.state == Booking.State.LIVE:
         if booking.kind == Booking.Kind.CONFIRMED:
@@ -232,6 +235,8 @@ def _mark_paid(order: Order, *, actor: str, now: datetime, reason: str, late: bo
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason=reason)
     if _secure_capacity(order, actor=actor, now=now):
         _paid(order, actor=actor, now=now, reason=reason)
+        if order.extends_id:  # added to the order it extends, in this same transaction
+            extensions.extension_apply(order, actor=actor, now=now)
         return
     if order.order_state is not S.PAID_LATE:
         order_transition(order=order, to=S.PAID_LATE, actor=actor, reason="paid, but the cards are no longer free")
@@ -362,6 +367,8 @@ def payment_take_earliest_start(*, order: Order, actor: str, now: datetime | Non
     now = now or timezone.now()
     with transaction.atomic():
         locked = _late_unrefunded(order, _("Only a late payment whose cards were taken can take a later start."))
+        if locked.extends_id:
+            raise NotAllowedNow(extensions.later_start_refusal(), code="extension")
         if payment_status(locked).status not in (evaluation.PaymentStatus.PAID, evaluation.PaymentStatus.OVERPAID,
                                                  evaluation.PaymentStatus.LATE):
             raise NotAllowedNow(_("The confirmed transfers are short of the quote."), code="underpaid")

@@ -24,6 +24,8 @@ from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.rules import MAX_QUANTITY, TERM_DAYS
 from anchorgpu.ops.ratelimit import RateLimited, rate_take
 from anchorgpu.orders.errors import OrderError
+from anchorgpu.orders.extension_options import extension_options, refusal_text
+from anchorgpu.orders.extensions import order_extend as extension_place
 from anchorgpu.orders.models import Order
 from anchorgpu.orders.selectors import order_for_customer, order_page, orders_for_customer
 from anchorgpu.orders.services import order_cancel
@@ -33,9 +35,10 @@ from anchorgpu.payments.services import payment_claim, payment_status, refund_ad
 from anchorgpu.payments.uri import payment_uri, qr_svg
 from anchorgpu.planner_pages.run_plans import plan_at_checkout
 
-from . import checkout_price, checkout_refusals, order_forms, timeline
+from . import checkout_price, checkout_refusals, order_extend, order_forms, timeline
 from .checkout_form import CheckoutForm
 from .forms import checked_start
+from .order_extend import extend_facts
 from .order_limits import order_place_limited
 from .order_term import term_facts
 from .payment_next import payment_next
@@ -246,6 +249,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
     }
     context.update(payment_next(order, quote, now=context["now"]))
     context.update(term_facts(order, now=context["now"]))
+    context.update(extend_facts(order, now=context["now"]))
     context.update(extra)
     context["wants_refund_address"] = page.wants_refund_address or context["refund_form"].is_bound
     return context
@@ -326,3 +330,28 @@ def order_cancel_view(request, reference: str):
         return render(request, "web/order.html", _detail_context(request, order), status=409)
     messages.success(request, _("The order is cancelled and the cards are released."))
     return redirect("order", reference=order.reference)
+
+
+@login_required
+@require_POST
+def order_extend_view(request, reference: str):
+    order = _own_order(request, reference)
+    found = extension_options(order)
+    if not found.possible:
+        messages.error(request, refusal_text(found))
+        return render(request, "web/order.html", _detail_context(request, order), status=409)
+    form = order_extend.ExtendForm(request.POST, choices=[(d, str(d)) for d in found.days])
+    if form.is_valid():
+        try:
+            extension = extension_place(order=order, days=form.cleaned_data["days"],
+                                        asset=form.cleaned_data["asset"], actor=request.user.get_username())
+        except OrderError as exc:
+            messages.error(request, exc.message)
+            order.refresh_from_db()
+            return render(request, "web/order.html", _detail_context(request, order), status=409)
+        messages.success(request, _("The cards are held for your extension. Pay it here to add the days to order "
+                                    "%(reference)s.") % {"reference": order.reference})
+        return redirect("order", reference=extension.reference)
+    for error in form.errors.values():
+        messages.error(request, " ".join(error))
+    return render(request, "web/order.html", _detail_context(request, order), status=400)

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from anchorgpu.audit.models import AuditEntry
-from anchorgpu.formats.display import crypto
+from anchorgpu.formats.display import crypto, moment
 from anchorgpu.orders import rules
 from anchorgpu.orders.models import STATE_LABELS, STEP_LABELS, Order
 from anchorgpu.orders.provisioning import Step
@@ -44,6 +44,8 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
         case "order_state" if data.get("customer_reason"):  # a claim marked invalid: what the operator told them
             return "state", _("Status: %(state)s. We could not accept the payment you told us about: %(reason)s") % {
                 "state": STATE_LABELS[OrderState(entry.to_state)], "reason": data["customer_reason"]}
+        case "order_state" if entry.to_state == OrderState.COMPLETED.value and data.get("extends"):
+            return "state", _("Status: added to order %(reference)s.") % {"reference": data["extends"]}
         case "order_state":
             return "state", _("Status: %(state)s.") % {"state": STATE_LABELS[OrderState(entry.to_state)]}
         case "payment_claim_txid":
@@ -105,8 +107,20 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
         case "service_credit":
             notes = ", ".join(n.get("number", "") for n in data.get("notes", []))
             return "document", _("Service credit for time lost through our fault: %(notes)s.") % {"notes": notes}
+        case "term_warning" if data.get("hours_before") == 1:
+            return "info", _("Reminder sent: the term ends within the hour.")
         case "term_warning":
             return "info", _("Reminder sent: the term ends within 24 hours.")
+        case "order_extend":
+            return "info", _("Extension of order %(reference)s placed; the same cards are held for it while the "
+                             "quote runs.") % {"reference": data.get("extends", "")}
+        case "extension_held":
+            return "info", _("Extension %(reference)s placed: %(days)s days, the cards held while its quote runs.") % {
+                "reference": data.get("extension", ""), "days": data.get("days", "")}
+        case "order_extended":
+            return "info", _("Extended by %(days)s days (%(reference)s): the term now ends at %(end)s.") % {
+                "days": data.get("days", ""), "reference": data.get("extension", ""),
+                "end": moment(datetime.fromisoformat(data["to"])) if data.get("to") else ""}
     return None
 
 

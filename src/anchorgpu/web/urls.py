@@ -14,6 +14,7 @@ urlpatterns = [
     path("orders/<str:reference>/", order_views.order_detail, name="order"),
     path("orders/<str:reference>/paid/", order_views.order_claim_payment, name="order_claim_payment"),
     path("orders/<str:reference>/cancel/", order_views.order_cancel_view, name="order_cancel"),
+    path("orders/<str:reference>/extend/", order_views.order_extend_view, name="order_extend"),
     path("orders/<str:reference>/take-start/", order_term.order_take_start, name="order_take_start"),
     path("orders/<str:reference>/refund-address/", order_views.order_refund_address, name="order_refund_address"),
     path("orders/<str:reference>/status/", order_views.order_status, name="order_status"),
