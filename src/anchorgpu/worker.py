@@ -23,6 +23,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.ops.ratelimit import rate_events_purge
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
+    from anchorgpu.orders.move_wipes import move_wipes_due
     from anchorgpu.orders.notify import emails_send_due
     from anchorgpu.orders.webhooks import webhooks_send_due
     from anchorgpu.orders.wipes import wipes_due
@@ -44,6 +45,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("hold_expire_due", lambda: hold_expire_due()),
         ("terms_end_due", lambda: terms_end_due()),
         ("wipes_due", lambda: wipes_due()),
+        ("move_wipes_due", lambda: move_wipes_due()),
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
         ("emails_send_due", lambda: emails_send_due()),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from anchorgpu.allocation.models import BookingDevice
+from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.fleet.models import Device
 from anchorgpu.fleet.ssh import Target
 from anchorgpu.orders.provisioner import HostRefused, ProvisioningError
@@ -53,13 +54,16 @@ def workspace_gib_per_card() -> float:
     return float(getattr(settings, "ANCHORGPU_WORKSPACE_GIB_PER_CARD", WORKSPACE_GIB_PER_CARD))
 
 
-def order_work(order) -> OrderWork:
-    """The order's booking, cards, hosts, image and keys, as plain values."""
+def order_work(order, device_ids=None) -> OrderWork:
+    """The order's booking, cards, hosts, image and keys, as plain values. Its cards are those it holds now (the
+    slots that run to its booking's end: not the cards a move left); ``device_ids`` names others of its slots
+    instead (the cards a move left, for their wipe)."""
     ref = order.reference
     if order.booking_id is None:
         raise ProvisioningError(f"order {ref} has no booking")
-    slots = list(BookingDevice.objects.filter(booking_id=order.booking_id)
-                 .select_related("device__host__product").order_by("device__host__name", "device__index"))
+    rows = (current_slots(order.booking_id) if device_ids is None
+            else BookingDevice.objects.filter(booking_id=order.booking_id, device_id__in=list(device_ids)))
+    slots = list(rows.select_related("device__host__product").order_by("device__host__name", "device__index"))
     if not slots:
         raise ProvisioningError(f"order {ref}: booking #{order.booking_id} holds no devices")
     by_host: dict[int, list[Device]] = {}

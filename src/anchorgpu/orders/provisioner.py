@@ -26,6 +26,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from anchorgpu.allocation.models import Booking, BookingDevice
+from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.fleet.models import Host
 
 from .provisioning import WIPE, Step
@@ -86,18 +87,26 @@ class Provisioner:
         """The term has ended and the booking is released: erase the customer's data."""
         raise NotImplementedError
 
+    def wipe_cards(self, order, device_ids) -> dict:
+        """The order's term moved to other cards (``orders.moves``): erase what it had on the cards
+        ``device_ids`` it left, and only there. Returns the proof, like ``wipe``."""
+        raise NotImplementedError
+
     def run(self, step: Step | str, order) -> dict:
         """Do ``step`` (a ``Step`` or ``"wipe"``) for ``order``."""
         name = WIPE if step == WIPE else Step(step).value
         return getattr(self, name)(order)
 
 
-def _slots(order) -> list[BookingDevice]:
+def _slots(order, device_ids=None) -> list[BookingDevice]:
+    """The order's cards now (the slots that run to its booking's end, not those a move left), or, for the wipe
+    after a move, the slots of ``device_ids``."""
     booking = order.booking
     if booking is None:
         raise ProvisioningError(f"order {order.reference} has no booking")
-    return list(BookingDevice.objects.filter(booking=booking).select_related("device__host__site")
-                .order_by("device__host__name", "device__index"))
+    slots = (current_slots(booking.pk) if device_ids is None
+             else BookingDevice.objects.filter(booking=booking, device_id__in=list(device_ids)))
+    return list(slots.select_related("device__host__site").order_by("device__host__name", "device__index"))
 
 
 def _hosts(slots: list[BookingDevice]) -> list[Host]:
@@ -174,6 +183,14 @@ class SimulatedProvisioner(Provisioner):
         """Record which cards would be wiped. No disk is touched."""
         slots = _slots(order)
         return {"devices": [s.device.uid for s in slots], "simulated": True}
+
+    def wipe_cards(self, order, device_ids) -> dict:
+        """Record which cards a move left and would wipe. No disk is touched."""
+        slots = _slots(order, device_ids)
+        if not slots:
+            raise ProvisioningError(f"order {order.reference}: none of the cards {list(device_ids)} was its")
+        return {"devices": [s.device.uid for s in slots], "hosts": [h.name for h in _hosts(slots)],
+                "simulated": True}
 
 
 def get_provisioner() -> Provisioner:

@@ -41,7 +41,8 @@ TRANSITIONS: dict[OrderState, frozenset[OrderState]] = {
     # Any settled order can be refunded whole by an operator: its access is wiped and its cards released with it.
     S.PAID: frozenset({S.PROVISIONING, S.REFUNDED}),
     S.PROVISIONING: frozenset({S.ACTIVE, S.FAILED, S.REFUNDED}),
-    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED}),
+    # Back to preparing access when the term is moved to other cards (``orders.moves``).
+    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED, S.PROVISIONING}),
     S.FAILED: frozenset({S.PROVISIONING, S.REFUNDED}),
     S.COMPLETED: frozenset(),
     S.CANCELLED: frozenset(),
