@@ -175,7 +175,7 @@ def booking_move(*, booking: Booking, devices=None, actor: str, reason: str,
         _take_turn(booking.product_id)
         if retry:
             _expire_stale_holds(now)
-        locked = Booking.objects.select_for_update().select_related("product").get(pk=booking.pk)
+        locked = Booking.objects.select_for_update(of=("self",)).select_related("product").get(pk=booking.pk)
         at = _moment(locked, now)
         problem = _problem(locked, at)
         if problem:
