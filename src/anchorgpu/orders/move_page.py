@@ -28,6 +28,10 @@ class MoveFacts:
     storage_bought: bool  # the order has the off-machine checkpoint storage option
     wiped: bool  # the old cards are wiped (or had nothing to wipe)
 
+    @property
+    def same_hosts(self) -> bool:
+        return self.from_hosts == self.to_hosts
+
 
 def has_off_machine_storage(order: Order) -> bool:
     return any(str(slug).startswith(STORAGE_OPTION_PREFIX) for slug in (order.option_slugs or []))

@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 
 from anchorgpu.allocation.models import Booking, BookingDevice
 from anchorgpu.allocation.selectors import current_slots
-from anchorgpu.fleet.models import Host
+from anchorgpu.fleet.models import Device, Host
 
 from .provisioning import WIPE, Step
 
@@ -98,15 +98,13 @@ class Provisioner:
         return getattr(self, name)(order)
 
 
-def _slots(order, device_ids=None) -> list[BookingDevice]:
-    """The order's cards now (the slots that run to its booking's end, not those a move left), or, for the wipe
-    after a move, the slots of ``device_ids``."""
+def _slots(order) -> list[BookingDevice]:
+    """The order's cards now: the slots that run to its booking's end, not those a move left."""
     booking = order.booking
     if booking is None:
         raise ProvisioningError(f"order {order.reference} has no booking")
-    slots = (current_slots(booking.pk) if device_ids is None
-             else BookingDevice.objects.filter(booking=booking, device_id__in=list(device_ids)))
-    return list(slots.select_related("device__host__site").order_by("device__host__name", "device__index"))
+    return list(current_slots(booking.pk).select_related("device__host__site")
+                .order_by("device__host__name", "device__index"))
 
 
 def _hosts(slots: list[BookingDevice]) -> list[Host]:
@@ -186,10 +184,11 @@ class SimulatedProvisioner(Provisioner):
 
     def wipe_cards(self, order, device_ids) -> dict:
         """Record which cards a move left and would wipe. No disk is touched."""
-        slots = _slots(order, device_ids)
-        if not slots:
-            raise ProvisioningError(f"order {order.reference}: none of the cards {list(device_ids)} was its")
-        return {"devices": [s.device.uid for s in slots], "hosts": [h.name for h in _hosts(slots)],
+        devices = list(Device.objects.filter(pk__in=list(device_ids)).select_related("host")
+                       .order_by("host__name", "index"))
+        if not devices:
+            raise ProvisioningError(f"order {order.reference}: no card among {list(device_ids)} to wipe")
+        return {"devices": [d.uid for d in devices], "hosts": sorted({d.host.name for d in devices}),
                 "simulated": True}
 
 

@@ -1,0 +1,188 @@
+"""Moving an order's term to other cards (``orders.moves``), with the simulated provisioner: both passes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from anchorgpu.access.records import order_work
+from anchorgpu.allocation.errors import NoLongerAvailable
+from anchorgpu.allocation.moves import booking_move
+from anchorgpu.allocation.selectors import current_slots
+from anchorgpu.audit.models import AuditEntry
+from anchorgpu.fleet.models import Device, Host
+from anchorgpu.orders.errors import NotAllowedNow
+from anchorgpu.orders.fulfilment import provision_due
+from anchorgpu.orders.lifecycle import terms_end_due
+from anchorgpu.orders.models import Move, Order, ProvisioningStep
+from anchorgpu.orders.move_wipes import move_wipes_due
+from anchorgpu.orders.moves import move_offer, order_move
+from anchorgpu.orders.notify import emails_send_due
+from anchorgpu.orders.provisioning import PLAN
+from anchorgpu.orders.wipes import wipe_blocker, wipes_due
+from tests import shop
+
+pytestmark = pytest.mark.django_db
+STEPS = [step.value for step in PLAN]
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def alice(db):
+    shop.load_shop()
+    return shop.customer()
+
+
+def active(order: Order, n: int) -> Order:
+    """``order`` paid by the ``n``-th made-up transfer and prepared: an active term."""
+    shop.pay(order, txid=shop.txid("btc", n))
+    provision_due()
+    order = Order.objects.get(pk=order.pk)
+    assert order.state == "active", order.state
+    return order
+
+
+def cards_of(order: Order) -> set[int]:
+    return set(current_slots(order.booking_id).values_list("device_id", flat=True))
+
+
+def hosts_of(ids) -> set[str]:
+    return set(Device.objects.filter(pk__in=list(ids)).values_list("host__name", flat=True))
+
+
+def state_changes(order: Order) -> list[tuple[str, str]]:
+    return list(AuditEntry.objects.filter(object_type="orders.order", object_id=str(order.pk), action="order_state")
+                .order_by("id").values_list("from_state", "to_state"))
+
+
+def test_an_active_order_is_prepared_again_on_the_new_cards_and_the_old_ones_are_wiped(alice, mailoutbox):
+    order = shop.activate(shop.place(alice, options=("checkpoint-storage-1tb",)))
+    old = cards_of(order)
+    first_round = list(order.steps.order_by("id").values_list("step", flat=True))
+    assert first_round == STEPS
+    offer = move_offer(order=order)
+    assert offer.possible and not set(offer.to_devices) & old
+
+    move = order_move(order=order, actor="ops", reason="fan failing")
+    order.refresh_from_db()
+    assert order.state == "provisioning" and order.access_host == "" and not order.steps.exists()
+    assert set(move.from_devices) == old and set(move.to_devices) == set(offer.to_devices) == cards_of(order)
+    assert move.from_hosts == ", ".join(sorted(hosts_of(old))) and move.access_moved and move.access_delivered
+    assert [s["step"] for s in move.previous_steps] == STEPS  # the first round is kept on the move
+    assert move.wipe_pending
+    # The new cards wait for the old ones' wipe (one host may hold both, under the order's container name).
+    assert "when it was moved" in wipe_blocker(order)
+    assert provision_due() == 0
+    order.refresh_from_db()
+    assert order.state == "provisioning" and "waiting for the wipe" in order.last_error
+
+    assert move_wipes_due() == 1
+    move.refresh_from_db()
+    assert move.wiped_at is not None
+    old_uids = set(Device.objects.filter(pk__in=old).values_list("uid", flat=True))
+    assert set(move.wipe_detail["devices"]) == old_uids  # the wipe targets the old cards only
+    assert wipe_blocker(order) == ""
+
+    assert provision_due() == 1
+    order.refresh_from_db()
+    assert order.state == "active"
+    new_uids = set(Device.objects.filter(pk__in=cards_of(order)).values_list("uid", flat=True))
+    allocated = ProvisioningStep.objects.get(order=order, step="allocate_devices").detail
+    assert set(allocated["devices"]) == new_uids
+    assert order.access_host.startswith(next(iter(hosts_of(cards_of(order)))))
+    assert state_changes(order)[-3:] == [("provisioning", "active"), ("active", "provisioning"),
+                                         ("provisioning", "active")]
+    assert [s for s in state_changes(order) if s[1] == "active"] == [("provisioning", "active")] * 2
+    assert AuditEntry.objects.filter(action="order_move", object_id=str(order.pk)).count() == 1
+    assert AuditEntry.objects.filter(action="move_wipe", object_id=str(order.pk)).count() == 1
+
+    # The email says what moved and the truth about the data.
+    assert list(order.emails.filter(kind="moved").values_list("kind", flat=True)) == ["moved"]
+    emails_send_due()
+    moved_mail = next(m for m in mailoutbox if "moved to other cards" in m.subject)
+    body = moved_mail.body
+    assert "Nothing on the old machine's disks is copied to the new one" in body
+    assert "What you saved to your off-machine checkpoint storage is still there" in body
+    for uid in old_uids | new_uids:
+        assert uid in body
+
+    # The term ends as it was bought, and its wipe is of the new cards.
+    assert (order.starts_at, order.ends_at) == (Order.objects.get(pk=order.pk).starts_at, order.ends_at)
+    terms_end_due(now=order.ends_at)
+    wipes_due(now=order.ends_at)
+    wipe = ProvisioningStep.objects.get(order=order, step="wipe").detail
+    assert set(wipe["devices"]) == new_uids
+
+
+def test_the_order_page_shows_the_move_and_the_data_question(alice, client):
+    order = shop.activate(shop.place(alice))
+    move = order_move(order=order, actor="ops", reason="psu")
+    client.force_login(alice)
+    response = client.get(reverse("order", kwargs={"reference": order.reference}))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Your term was moved" in page
+    for uid in Device.objects.filter(pk__in=move.from_devices + move.to_devices).values_list("uid", flat=True):
+        assert uid in page
+    assert "nothing on the old machine's disks is copied to the new cards" in page
+    assert "This order has no off-machine checkpoint storage" in page
+    assert "local NVMe, which is scratch space" in page
+
+
+def test_a_paid_order_not_started_only_changes_cards(alice):
+    start = (timezone.now() + 2 * DAY).replace(minute=0, second=0, microsecond=0)
+    order = shop.place(alice, start=start)
+    shop.pay(order)
+    order = Order.objects.get(pk=order.pk)
+    old = cards_of(order)
+    move = order_move(order=order, actor="ops", reason="rebalance")
+    order.refresh_from_db()
+    assert order.state == "paid" and not move.access_moved and not move.wipe_pending
+    assert cards_of(order) == set(move.to_devices) and not cards_of(order) & old
+    assert not current_slots(order.booking_id).filter(device_id__in=old).exists()
+    assert order.booking.slots.count() == 1  # swapped, not trimmed: the term had not started
+    assert state_changes(order)[-1] == ("awaiting_payment", "paid")
+
+
+def test_operator_cards_that_are_busy_are_refused_and_nothing_changes(alice):
+    order = shop.activate(shop.place(alice))
+    other = active(shop.place(shop.customer("bob@example.com")), 1)
+    with pytest.raises(NoLongerAvailable, match="is not free from"):
+        order_move(order=order, devices=sorted(cards_of(other)), actor="ops", reason="x")
+    order.refresh_from_db()
+    assert order.state == "active" and order.steps.count() == len(STEPS) and not Move.objects.exists()
+    with pytest.raises(NotAllowedNow):
+        order_move(order=shop.place(alice, quantity=1), actor="ops", reason="x", now=order.ends_at + DAY)
+
+
+def test_a_later_term_on_the_old_cards_waits_for_their_wipe(alice):
+    order = shop.activate(shop.place(alice))
+    old = sorted(cards_of(order))
+    move = order_move(order=order, actor="ops", reason="disk")
+    bob = shop.place(shop.customer("bob@example.com"))
+    shop.pay(bob, txid=shop.txid("btc", 1))
+    bob = Order.objects.get(pk=bob.pk)
+    if not cards_of(bob) & set(old):
+        booking_move(booking=bob.booking, devices=old, actor="ops", reason="onto the old card")
+    assert "after its move" in wipe_blocker(bob)
+    move_wipes_due()
+    move.refresh_from_db()
+    assert move.wiped_at is not None
+    assert wipe_blocker(bob) == ""  # the old card's earlier tenant is wiped; its new cards are not bob's
+
+
+def test_the_ssh_provisioner_reads_the_cards_the_order_holds_now(alice):
+    order = shop.activate(shop.place(alice))
+    move = order_move(order=order, actor="ops", reason="psu")
+    Host.objects.update(ssh_address="192.0.2.10")
+    for device in Device.objects.all():
+        Device.objects.filter(pk=device.pk).update(gpu_uuid=f"GPU-{device.pk:08d}")
+    order = Order.objects.get(pk=order.pk)
+    now_work = order_work(order)
+    assert {p.name for p in now_work.parts} == hosts_of(move.to_devices)
+    assert sum(len(p.cards) for p in now_work.parts) == 1
+    left = order_work(order, move.from_devices)
+    assert {p.name for p in left.parts} == hosts_of(move.from_devices)
