@@ -141,13 +141,14 @@ def _picked(booking: Booking, device_ids, free: list[Unit], at: datetime) -> lis
 
 
 def _fill_windows(device_ids, *, start: datetime, end: datetime, now: datetime) -> tuple[int, ...]:
-    """The maintenance windows of these cards' hosts get the part of ``[start, end)`` the cards are free in."""
+    """The maintenance windows of these cards' hosts get the part of ``[start, end)`` (``start``: the move, not
+    before now) the cards are free in."""
     hosts = set(Device.objects.filter(pk__in=device_ids).values_list("host_id", flat=True))
     windows = Booking.objects.filter(kind=Booking.Kind.MAINTENANCE, state=Booking.State.LIVE, host_id__in=hosts,
-                                     starts_at__lt=end, ends_at__gt=max(start, now))
+                                     starts_at__lt=end, ends_at__gt=start)
     filled = []
     for window in windows:
-        span = Period(window.starts_at, window.ends_at).intersection(Period(max(start, now), end))
+        span = Period(window.starts_at, window.ends_at).intersection(Period(start, end))
         if span is None:
             continue
         mine = list(Device.objects.filter(pk__in=device_ids, host_id=window.host_id).values_list("id", flat=True))
