@@ -19,11 +19,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.allocation import selectors
+from anchorgpu.allocation import services as allocation
 from anchorgpu.allocation.errors import AllocationError, InvalidRequest
 from anchorgpu.allocation.models import Booking
 from anchorgpu.allocation.moves import MoveProposal, booking_move, move_proposal
 from anchorgpu.allocation.periods import Period
-from anchorgpu.allocation.services import MaintenanceResult, host_enter_maintenance
+from anchorgpu.allocation.services import MaintenanceResult
 from anchorgpu.fleet.models import Host
 
 from . import operator_events
@@ -90,7 +91,7 @@ def maintenance_enter(*, host: Host, start: datetime, end: datetime, actor: str,
     other cards are free for are told to the operators (an ``order.maintenance_conflict`` event each)."""
     now = now or timezone.now()
     with transaction.atomic():
-        result = host_enter_maintenance(host=host, start=start, end=end, actor=actor, reason=reason, now=now)
+        result = allocation.host_enter_maintenance(host=host, start=start, end=end, actor=actor, reason=reason, now=now)
         hits = maintenance_hits(window=result.booking, now=now)
         for hit in hits:
             if not hit.proposal.possible and hit.order is not None:
