@@ -20,6 +20,7 @@ from anchorgpu.catalog.models import Option, OptionPrice, PriceList
 from anchorgpu.ops.models import SweepRecord
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import OperatorEvent, Order, WebhookDelivery
+from anchorgpu.orders.moves import order_move
 from anchorgpu.payments.models import Asset, PaymentSettings, Refund, WatchState
 from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import refund_address_set
@@ -76,6 +77,7 @@ def a_working_shop(db):
     VatRate.objects.get_or_create(country="PT", defaults={"rate": Decimal("23.00")})
     PaymentSettings.current()
     SweepRecord.objects.get_or_create(name="provision_due", defaults={"last_started_at": timezone.now()})
+    order_move(order=order, actor="operator", reason="host maintenance")  # a Move row
     return Order.objects.get(pk=order.pk)
 
 

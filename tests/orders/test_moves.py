@@ -15,13 +15,15 @@ from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.fleet.models import Device, Host
 from anchorgpu.orders.errors import NotAllowedNow
-from anchorgpu.orders.fulfilment import provision_due
+from anchorgpu.orders.fulfilment import order_step_retry, provision_due
 from anchorgpu.orders.lifecycle import terms_end_due
-from anchorgpu.orders.models import Move, Order, ProvisioningStep
+from anchorgpu.orders.models import Move, OperatorEvent, Order, ProvisioningStep
 from anchorgpu.orders.move_wipes import move_wipes_due
 from anchorgpu.orders.moves import move_offer, order_move
 from anchorgpu.orders.notify import emails_send_due
+from anchorgpu.orders.provisioner import ProvisioningError, SimulatedProvisioner
 from anchorgpu.orders.provisioning import PLAN
+from anchorgpu.orders.retry import MAX_WIPE_FAILURES
 from anchorgpu.orders.wipes import wipe_blocker, wipes_due
 from tests import shop
 
@@ -186,3 +188,25 @@ def test_the_ssh_provisioner_reads_the_cards_the_order_holds_now(alice):
     assert sum(len(p.cards) for p in now_work.parts) == 1
     left = order_work(order, move.from_devices)
     assert {p.name for p in left.parts} == hosts_of(move.from_devices)
+
+
+class WipeRefused(SimulatedProvisioner):
+    def wipe_cards(self, order, device_ids):
+        raise ProvisioningError(f"order {order.reference}: host unreachable for the wipe")
+
+
+def test_a_failing_wipe_of_the_old_cards_is_counted_alerted_and_retried(alice):
+    order = shop.activate(shop.place(alice))
+    move = order_move(order=order, actor="ops", reason="psu")
+    for attempt in range(1, MAX_WIPE_FAILURES + 1):
+        assert move_wipes_due(provisioner=WipeRefused(), now=move.at + timedelta(hours=attempt)) == 1
+    move.refresh_from_db()
+    assert move.wipe_attempts == MAX_WIPE_FAILURES and move.wiped_at is None and "unreachable" in move.wipe_error
+    assert move_wipes_due(provisioner=WipeRefused(), now=move.at + DAY) == 0  # given up until an operator acts
+    assert OperatorEvent.objects.filter(order=order, kind=OperatorEvent.Kind.WIPE_FAILED, key=f"move:{move.pk}")
+    assert provision_due() == 0  # the new cards still wait
+    order_step_retry(order=order, actor="ops", reason="host back")
+    move.refresh_from_db()
+    assert move.wipe_attempts == 0
+    assert move_wipes_due() == 1 and provision_due() == 1
+    assert Order.objects.get(pk=order.pk).state == "active"

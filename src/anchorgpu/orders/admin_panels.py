@@ -170,7 +170,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))
     if state is S.FAILED:
         tools.append(Tool("retry_provisioning", _("Retry access preparation")))
-    if state in (S.PAID, S.PROVISIONING) and (order.lease_owner or order.retry_at):
+    if state in (S.PAID, S.PROVISIONING) and (order.lease_owner or order.retry_at or order.moves.filter(
+            wipe_due_at__isnull=False, wiped_at__isnull=True, wipe_attempts__gt=0).exists()):
         tools.append(Tool("retry_step", _("Retry the step")))
     elif order.wipe_due_at is not None and (order.lease_owner or order.retry_at or order.wipe_attempts):
         tools.append(Tool("retry_step", _("Retry the step")))

@@ -93,7 +93,8 @@ def _failed(claim: Claim, move_pk: int, error: Exception, provisioner: Provision
                 order=order, kind=OperatorEvent.Kind.WIPE_FAILED, key=f"move:{move.pk}",
                 text=f"The cards this order left when it was moved (on {move.from_hosts}) could not be wiped "
                      f"({message}). The order waits for that wipe before access is prepared on its new cards, "
-                     f"and no later term starts on the old ones: fix the cause, then retry the step.")
+                     f"and no later term starts on the old ones: fix the cause, then use \"Retry the step\" on the "
+                     f"order's page.")
 
 
 def move_wipe_run(move_pk: int, *, provisioner: Provisioner, clock: Callable[[], datetime]) -> str:
