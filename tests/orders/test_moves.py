@@ -210,3 +210,20 @@ def test_a_failing_wipe_of_the_old_cards_is_counted_alerted_and_retried(alice):
     assert move.wipe_attempts == 0
     assert move_wipes_due() == 1 and provision_due() == 1
     assert Order.objects.get(pk=order.pk).state == "active"
+
+
+def test_the_operator_moves_an_order_from_its_admin_page(alice, admin_client):
+    order = shop.activate(shop.place(alice))
+    change = reverse("admin:orders_order_change", args=[order.pk])
+    tool = reverse("admin:orders_order_move_term", args=[order.pk])
+    assert tool in admin_client.get(change).content.decode()
+    page = admin_client.get(tool).content.decode()
+    assert "Leave empty for the shop&#x27;s proposal" in page or "Leave empty for the shop's proposal" in page
+    mine = Device.objects.filter(pk__in=cards_of(order)).values_list("uid", flat=True)[0]
+    refused = admin_client.post(tool, {"reason": "fan", "cards": mine})
+    assert refused.status_code == 200 and "is not free from" in refused.content.decode()
+    done = admin_client.post(tool, {"reason": "fan", "cards": ""}, follow=True)
+    assert done.redirect_chain[-1][0] == change
+    assert "The term was moved from" in done.content.decode()
+    assert Order.objects.get(pk=order.pk).state == "provisioning"
+    assert "fan" in done.content.decode()  # the move is listed on the order's page

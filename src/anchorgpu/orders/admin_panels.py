@@ -16,6 +16,7 @@ from anchorgpu.payments.uri import whole_units
 
 from . import rules
 from .models import Order
+from .moves import MOVABLE
 from .queue import REFUND_CHECK_FAILED
 from .retry import MAX_WIPE_FAILURES
 from .states import OrderState
@@ -181,6 +182,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
     if order.wipe_due_at is not None or (state is S.FAILED and order.ends_at <= timezone.now()
                                          and order.steps.exists() and not order.steps.filter(step="wipe").exists()):
         tools.append(Tool("wipe_now", _("Wipe now")))
+    if state in MOVABLE and order.ends_at > timezone.now():
+        tools.append(Tool("move_term", _("Move to other cards")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
     if order.chain_alert:
