@@ -78,11 +78,11 @@ def test_an_active_term_keeps_its_past_on_the_old_cards_and_runs_on_the_new_ones
 def test_the_proposal_prefers_one_host_and_the_best_fit(now):
     p = f.product()
     a = f.host(p, cards=2)
+    booking = confirmed(p, 2, now + DAY, now=now)
+    assert current_hosts(booking) == {a.name}
     wide = f.host(p, cards=4)
     fits = f.host(p, cards=2)
     scattered = [f.host(p, cards=1) for _ in range(2)]
-    booking = confirmed(p, 2, now + DAY, now=now)
-    assert current_hosts(booking) == {a.name}  # best fit among hosts of two
     proposal = move_proposal(booking, now=now)
     assert proposal.possible and proposal.at == now + DAY and proposal.end == now + 4 * DAY
     assert set(proposal.to_devices) == set(fits.devices.values_list("id", flat=True))
