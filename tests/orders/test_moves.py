@@ -227,3 +227,21 @@ def test_the_operator_moves_an_order_from_its_admin_page(alice, admin_client):
     assert "The term was moved from" in done.content.decode()
     assert Order.objects.get(pk=order.pk).state == "provisioning"
     assert "fan" in done.content.decode()  # the move is listed on the order's page
+
+
+@pytest.mark.postgres_only
+@pytest.mark.db_race
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_moving_one_running_term_at_once_move_it_once():
+    from tests.allocation.test_race import overlapping_live_rows, run_together
+
+    shop.load_shop()
+    order = shop.activate(shop.place(shop.customer()))
+    results = run_together([lambda i=i: order_move(order=order, actor=f"ops{i}", reason="race").pk for i in range(4)])
+    won = [value for outcome, value in results if outcome == "granted"]
+    assert len(won) == 1, results
+    for outcome, value in results:
+        if outcome == "refused":
+            assert isinstance(value, NotAllowedNow) and "not wiped yet" in str(value), value
+    assert Move.objects.count() == 1 and overlapping_live_rows() == []
+    assert Order.objects.get(pk=order.pk).state == "provisioning"
