@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from anchorgpu.allocation import services
-from anchorgpu.allocation.errors import InvalidRequest, NoLongerAvailable
+from anchorgpu.allocation.errors import InvalidBookingState, InvalidRequest, NoLongerAvailable
 from anchorgpu.allocation.models import Booking, BookingDevice
 from anchorgpu.allocation.moves import booking_move, move_proposal
 from anchorgpu.allocation.selectors import current_slots
@@ -215,3 +215,15 @@ def test_a_move_racing_new_orders_for_the_last_free_card():
     theirs = set(current_slots(orders_won[0]).values_list("device_id", flat=True))
     assert len(mine) == 1 and not mine & theirs
     assert (results[0][0] == "granted") == (AuditEntry.objects.filter(action="booking_move").count() == 1)
+
+
+def test_a_hold_moves_with_its_expiry_and_an_expired_one_does_not(now):
+    p = f.product()
+    f.host(p, cards=1)
+    hold = services.hold_place(product=p, quantity=1, start=now + DAY, term_days=3, now=now)
+    f.host(p, cards=1)
+    booking_move(booking=hold, actor="ops", reason="x", now=now)
+    assert list(current_slots(hold.pk).values_list("expires_at", flat=True)) == [hold.expires_at]
+    assert move_proposal(hold, now=hold.expires_at).reason.endswith("has expired; there is nothing to move.")
+    with pytest.raises(InvalidBookingState, match="has expired"):
+        booking_move(booking=hold, actor="ops", reason="x", now=hold.expires_at)

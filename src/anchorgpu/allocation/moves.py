@@ -66,10 +66,12 @@ def _moment(booking: Booking, now: datetime) -> datetime:
     return max(now.replace(microsecond=0), booking.starts_at)
 
 
-def _problem(booking: Booking, at: datetime) -> str:
+def _problem(booking: Booking, at: datetime, now: datetime) -> str:
     if booking.state != Booking.State.LIVE or booking.kind not in MOVABLE_KINDS:
         return _("Booking #%(id)s is a %(kind)s booking in state “%(state)s”; only a live term or hold can be "
                  "moved.") % {"id": booking.pk, "kind": booking.kind, "state": booking.state}
+    if booking.kind == Booking.Kind.HOLD and booking.expires_at is not None and booking.expires_at <= now:
+        return _("Hold #%(id)s has expired; there is nothing to move.") % {"id": booking.pk}
     if at >= booking.ends_at:
         return _("Booking #%(id)s has ended; there is nothing left to move.") % {"id": booking.pk}
     if booking.product_id is None:
@@ -94,7 +96,7 @@ def move_proposal(booking: Booking, *, now: datetime | None = None) -> MovePropo
     now = now or timezone.now()
     at = _moment(booking, now)
     current = _current_devices(booking)
-    problem = _problem(booking, at)
+    problem = _problem(booking, at, now)
     if problem:
         return MoveProposal(booking.pk, at, booking.ends_at, current, None, problem)
     free = selectors.units_free(booking.product, Period(at, booking.ends_at), now=now)
@@ -178,7 +180,7 @@ def booking_move(*, booking: Booking, devices=None, actor: str, reason: str,
             _expire_stale_holds(now)
         locked = Booking.objects.select_for_update(of=("self",)).select_related("product").get(pk=booking.pk)
         at = _moment(locked, now)
-        problem = _problem(locked, at)
+        problem = _problem(locked, at, now)
         if problem:
             raise InvalidBookingState(problem)
         old = list(selectors.current_slots(locked.pk))
