@@ -120,7 +120,8 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         context = {"asset": order.quote.asset,
                    "refunds": [(r.amount, r.txid) for r in order.refunds.all() if r.verified_at is not None]}
     elif email.kind == OrderEmail.Kind.MOVED:
-        move = order.moves.filter(created_at__lte=email.created_at).order_by("created_at", "id").last()
+        moves = order.moves.order_by("created_at", "id")
+        move = (moves.filter(created_at__lte=email.created_at) if email.created_at else moves).last()
         context = {"move": move_facts(move) if move else None}
     with translation.override(order.language):
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
