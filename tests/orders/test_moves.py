@@ -245,3 +245,28 @@ def test_two_operators_moving_one_running_term_at_once_move_it_once():
             assert isinstance(value, NotAllowedNow) and "not wiped yet" in str(value), value
     assert Move.objects.count() == 1 and overlapping_live_rows() == []
     assert Order.objects.get(pk=order.pk).state == "provisioning"
+
+
+class StopsAtKeys(SimulatedProvisioner):
+    def install_ssh_keys(self, order):
+        raise ProvisioningError(f"order {order.reference}: keys not installed yet")
+
+
+def test_an_order_moved_while_its_access_is_half_prepared_starts_again_on_the_new_cards(alice):
+    order = shop.place(alice)
+    shop.pay(order)
+    provision_due(provisioner=StopsAtKeys())
+    order = Order.objects.get(pk=order.pk)
+    assert order.state == "provisioning" and order.steps.count() == 2 and order.retry_at is not None
+    move = order_move(order=order, actor="ops", reason="host failing")
+    order.refresh_from_db()
+    assert move.access_moved and not move.access_delivered and move.wipe_pending
+    assert [s["step"] for s in move.previous_steps] == STEPS[:2]
+    assert order.state == "provisioning" and not order.steps.exists() and order.retry_at is None
+    assert order.provisioning_attempts == 0
+    move_wipes_due()
+    provision_due()
+    order.refresh_from_db()
+    assert order.state == "active" and order.steps.count() == len(STEPS)
+    assert set(ProvisioningStep.objects.get(order=order, step="allocate_devices").detail["devices"]) == set(
+        Device.objects.filter(pk__in=move.to_devices).values_list("uid", flat=True))
