@@ -270,3 +270,21 @@ def test_an_order_moved_while_its_access_is_half_prepared_starts_again_on_the_ne
     assert order.state == "active" and order.steps.count() == len(STEPS)
     assert set(ProvisioningStep.objects.get(order=order, step="allocate_devices").detail["devices"]) == set(
         Device.objects.filter(pk__in=move.to_devices).values_list("uid", flat=True))
+
+
+def test_the_moves_command_offers_moves_and_lists_a_windows_hits(alice, capsys):
+    from django.core.management import call_command
+
+    from anchorgpu.orders.maintenance import maintenance_enter
+
+    order = shop.activate(shop.place(alice))
+    call_command("moves", "offer", order.reference)
+    assert f"{order.reference}: from " in capsys.readouterr().out
+    host = Host.objects.filter(devices__in=cards_of(order)).distinct().get()
+    now = timezone.now()
+    result, _hits = maintenance_enter(host=host, start=now, end=now + DAY, actor="ops", reason="bios", now=now)
+    call_command("moves", "window", str(result.booking.pk))
+    assert f"#{order.booking_id} {order.reference}: to " in capsys.readouterr().out
+    call_command("moves", "window", str(result.booking.pk), "--move-all")
+    assert f"#{order.booking_id}: moved" in capsys.readouterr().out
+    assert Order.objects.get(pk=order.pk).moves.get().actor == "cli"
