@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from anchorgpu.access.records import order_work
-from anchorgpu.allocation.errors import NoLongerAvailable
+from anchorgpu.allocation.errors import BookingOfLiveOrder, NoLongerAvailable
 from anchorgpu.allocation.moves import booking_move
 from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.audit.models import AuditEntry
@@ -168,7 +168,9 @@ def test_a_later_term_on_the_old_cards_waits_for_their_wipe(alice):
     shop.pay(bob, txid=shop.txid("btc", 1))
     bob = Order.objects.get(pk=bob.pk)
     if not cards_of(bob) & set(old):
-        booking_move(booking=bob.booking, devices=old, actor="ops", reason="onto the old card")
+        with pytest.raises(BookingOfLiveOrder):  # an order's booking moves with its order
+            booking_move(booking=bob.booking, devices=old, actor="ops", reason="onto the old card")
+        order_move(order=bob, devices=old, actor="ops", reason="onto the old card")
     assert "after its move" in wipe_blocker(bob)
     move_wipes_due()
     move.refresh_from_db()

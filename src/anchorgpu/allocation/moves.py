@@ -27,10 +27,10 @@ from anchorgpu.audit.services import audit_record
 from anchorgpu.fleet.models import Device, Host
 
 from . import placement, selectors
-from .errors import InvalidBookingState, InvalidRequest, NoLongerAvailable
+from .errors import BookingOfLiveOrder, InvalidBookingState, InvalidRequest, NoLongerAvailable
 from .models import Booking, BookingDevice
 from .periods import Period
-from .services import _expire_stale_holds, _retrying, _take_turn
+from .services import _expire_stale_holds, _order_counting_on, _retrying, _take_turn
 from .units import Unit
 
 MOVABLE_KINDS = (Booking.Kind.HOLD, Booking.Kind.CONFIRMED)
@@ -165,11 +165,14 @@ def _fill_windows(device_ids, *, start: datetime, end: datetime, now: datetime) 
     return tuple(filled)
 
 
-def booking_move(*, booking: Booking, devices=None, actor: str, reason: str,
-                 now: datetime | None = None) -> Moved:
+def booking_move(*, booking: Booking, devices=None, actor: str, reason: str, now: datetime | None = None,
+                 for_order: bool = False) -> Moved:
     """Give ``booking`` other cards of its product from now (or its start) to its end, in one transaction: the
     operator's ``devices`` (ids), or the shop's best fit when None. The cards left behind keep their slots up to
-    the move (none, for a term not started) and their hosts' maintenance windows get the rest."""
+    the move (none, for a term not started) and their hosts' maintenance windows get the rest.
+
+    The booking of an order that counts on it is moved only by the order service (``orders.moves.order_move``,
+    ``for_order=True``), which moves the order's access with it (DESIGN §4)."""
     now = now or timezone.now()
     if not (reason or "").strip():
         raise InvalidRequest(_("Say why the booking is moved."))
@@ -183,6 +186,11 @@ def booking_move(*, booking: Booking, devices=None, actor: str, reason: str,
         problem = _problem(locked, at, now)
         if problem:
             raise InvalidBookingState(problem)
+        order = None if for_order else _order_counting_on(locked)
+        if order is not None:
+            raise BookingOfLiveOrder(_("Booking #%(id)s holds the cards of order %(ref)s: move the order (its admin "
+                                       "page, or the maintenance window's page), so its access moves with it.")
+                                     % {"id": locked.pk, "ref": order.reference})
         old = list(selectors.current_slots(locked.pk))
         free = selectors.units_free(locked.product, Period(at, locked.ends_at), now=now)
         if devices is None:

@@ -93,7 +93,8 @@ def order_move(*, order: Order, devices=None, actor: str, reason: str, now: date
                                   "they are."))
         touched = locked.steps.exclude(step=WIPE).exists()
         delivered = locked.order_state is S.ACTIVE
-        moved = booking_move(booking=locked.booking, devices=devices, actor=actor, reason=reason, now=now)
+        moved = booking_move(booking=locked.booking, devices=devices, actor=actor, reason=reason, now=now,
+                             for_order=True)
         locked.booking = moved.booking
         move = Move.objects.create(
             order=locked, booking=moved.booking, at=moved.at, from_devices=list(moved.from_devices),
