@@ -22,6 +22,7 @@ from anchorgpu.ops.models import SweepRecord
 from anchorgpu.orders.faults import host_fault_clear, host_mark_faulty
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import OperatorEvent, Order, WebhookDelivery
+from anchorgpu.orders.moves import order_move
 from anchorgpu.payments.models import Asset, PaymentSettings, Refund, WatchState
 from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import refund_address_set
@@ -81,6 +82,7 @@ def a_working_shop(db):
     host = Host.objects.filter(devices__slots__booking=Order.objects.get(pk=order.pk).booking).first()
     fault = host_mark_faulty(host=host, actor="operator", reason="fans failed")
     host_fault_clear(fault=fault, actor="operator", reason="fans replaced")
+    order_move(order=order, actor="operator", reason="host maintenance")  # a Move row
     return Order.objects.get(pk=order.pk)
 
 

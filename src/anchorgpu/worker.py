@@ -24,6 +24,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
     from anchorgpu.orders.faults import fault_credits_due, late_access_credits_due
     from anchorgpu.orders.fulfilment import provision_due
     from anchorgpu.orders.lifecycle import orders_expire_due, terms_end_due, terms_warn_due
+    from anchorgpu.orders.move_wipes import move_wipes_due
     from anchorgpu.orders.notify import emails_send_due
     from anchorgpu.orders.webhooks import webhooks_send_due
     from anchorgpu.orders.wipes import wipes_due
@@ -45,6 +46,7 @@ def _sweeps() -> list[tuple[str, Callable[[], int]]]:
         ("hold_expire_due", lambda: hold_expire_due()),
         ("terms_end_due", lambda: terms_end_due()),
         ("wipes_due", lambda: wipes_due()),
+        ("move_wipes_due", lambda: move_wipes_due()),
         ("provision_due", lambda: provision_due()),
         ("terms_warn_due", lambda: terms_warn_due()),
         ("fault_credits_due", lambda: fault_credits_due()),

@@ -200,7 +200,7 @@ def test_the_worker_runs_every_sweep_once(transactional_db):
     results = worker.run_once()
     assert list(results) == ["chains_poll", "claims_recheck_due", "refunds_verify_due", "orders_expire_due",
                              "hold_expire_due",
-                             "terms_end_due", "wipes_due", "provision_due",
+                             "terms_end_due", "wipes_due", "move_wipes_due", "provision_due",
                              "terms_warn_due", "fault_credits_due", "late_access_credits_due", "emails_send_due",
                              "webhooks_send_due", "simulations_requeue_stale",
                              "simulations_purge_old", "rate_events_purge"]

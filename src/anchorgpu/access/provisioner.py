@@ -203,7 +203,14 @@ class SSHProvisioner(Provisioner):
     def wipe(self, order) -> dict:
         """Stop (grace period, then kill), remove the container and the volume, and prove it: neither exists any
         more and nothing answers on the order's port."""
-        work = order_work(order)
+        return self._wipe(order_work(order))
+
+    def wipe_cards(self, order, device_ids) -> dict:
+        """The same on the hosts of the cards a move left (``orders.move_wipes``), before access is prepared on
+        the new ones: the container and volume there are the order's, named by it."""
+        return self._wipe(order_work(order, device_ids))
+
+    def _wipe(self, work: OrderWork) -> dict:
         proof = {}
         for part in work.parts:
             name, volume = c.container_name(work.reference), c.volume_name(work.reference)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from anchorgpu.allocation.models import BookingDevice
+from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.fleet.models import Device
 from anchorgpu.fleet.ssh import Target
 from anchorgpu.orders.provisioner import HostRefused, ProvisioningError
@@ -53,19 +53,25 @@ def workspace_gib_per_card() -> float:
     return float(getattr(settings, "ANCHORGPU_WORKSPACE_GIB_PER_CARD", WORKSPACE_GIB_PER_CARD))
 
 
-def order_work(order) -> OrderWork:
-    """The order's booking, cards, hosts, image and keys, as plain values."""
+def order_work(order, device_ids=None) -> OrderWork:
+    """The order's booking, cards, hosts, image and keys, as plain values. Its cards are those it holds now (the
+    slots that run to its booking's end: not the cards a move left); ``device_ids`` names others of its slots
+    instead (the cards a move left, for their wipe)."""
     ref = order.reference
     if order.booking_id is None:
         raise ProvisioningError(f"order {ref} has no booking")
-    slots = list(BookingDevice.objects.filter(booking_id=order.booking_id)
-                 .select_related("device__host__product").order_by("device__host__name", "device__index"))
-    if not slots:
+    if device_ids is None:
+        cards = [slot.device for slot in current_slots(order.booking_id).select_related("device__host__product")
+                 .order_by("device__host__name", "device__index")]
+    else:
+        cards = list(Device.objects.filter(pk__in=list(device_ids)).select_related("host__product")
+                     .order_by("host__name", "index"))
+    if not cards:
         raise ProvisioningError(f"order {ref}: booking #{order.booking_id} holds no devices")
     by_host: dict[int, list[Device]] = {}
-    for slot in slots:
-        by_host.setdefault(slot.device.host_id, []).append(slot.device)
-    product = slots[0].device.host.product
+    for device in cards:
+        by_host.setdefault(device.host_id, []).append(device)
+    product = cards[0].host.product
     vendor = "amd" if (product.stack == "rocm" or "amd" in product.vendor.lower()) else "nvidia"
     parts = []
     for devices in by_host.values():
@@ -89,8 +95,7 @@ def order_work(order) -> OrderWork:
     keys = list(order.ssh_keys.order_by("pk").values_list("public_key", "fingerprint"))
     if not keys:
         raise ProvisioningError(f"order {ref} has no SSH key to install")
-    cards = len(slots)
     extra = sum(1 for s in (order.option_slugs or []) if s == EXTRA_NVME_OPTION) * order.quantity * EXTRA_NVME_GIB
     return OrderWork(pk=order.pk, reference=ref, vendor=vendor, image=image,
                      keys=tuple(k.strip() for k, _ in keys), fingerprints=tuple(f for _, f in keys),
-                     sold_gib=cards * workspace_gib_per_card() + extra, parts=tuple(parts))
+                     sold_gib=len(cards) * workspace_gib_per_card() + extra, parts=tuple(parts))

@@ -9,18 +9,19 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin, missing_object_redirect
+from anchorgpu.orders.errors import OrderError
+from anchorgpu.orders.maintenance import maintenance_hits, maintenance_move, maintenance_move_all
 from anchorgpu.orders.states import KEEPS_ITS_BOOKING
 
-from . import selectors, services
+from . import services
+from .admin_moves import MoveForm, proposal_text
 from .errors import AllocationError
 from .models import Booking, BookingDevice
-from .periods import Period
 
 
 class ReleaseForm(forms.Form):
@@ -104,28 +105,29 @@ class BookingAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("live bookings in this window"))
     def bookings_to_move(self, obj):
-        """For a live maintenance window: the live bookings of other kinds on
-        the host's devices inside it, which the operator must move."""
+        """For a live maintenance window: the live bookings of other kinds on the host's devices in what is left
+        of it, each with the shop's proposed move (or why there is none) and a link to move it."""
         if obj.kind != Booking.Kind.MAINTENANCE or obj.state != Booking.State.LIVE or obj.host_id is None:
             return "—"
-        now = timezone.now()
-        device_ids = list(obj.host.devices.values_list("id", flat=True))
-        hits: dict[int, Booking] = {}
-        for slot in selectors.live_slots_overlapping(device_ids, Period(obj.starts_at, obj.ends_at), now=now):
-            if slot.booking.kind != Booking.Kind.MAINTENANCE:
-                hits[slot.booking_id] = slot.booking
+        hits = maintenance_hits(window=obj)
         if not hits:
             return _("None: nothing to move.")
+        moves_url = reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_moves",
+                            args=[obj.pk])
         rows = format_html_join(
-            "", "<tr><td><a href=\"{}\">#{}</a></td><td>{}</td><td>{} – {}</td><td>{}</td><td>{}</td></tr>",
-            ((reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_change", args=[b.pk]),
-              b.pk, b.get_kind_display(), f"{b.starts_at:%Y-%m-%d %H:%M}", f"{b.ends_at:%Y-%m-%d %H:%M}",
-              b.quantity, b.reference or "—")
-             for b in sorted(hits.values(), key=lambda b: (b.starts_at, b.pk))))
+            "", "<tr><td><a href=\"{}\">#{}</a></td><td>{}</td><td>{} – {}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<td><a class=\"button move-link\" href=\"{}?booking={}\">{}</a></td></tr>",
+            ((reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_change",
+                      args=[h.booking.pk]),
+              h.booking.pk, h.booking.get_kind_display(), f"{h.booking.starts_at:%Y-%m-%d %H:%M}",
+              f"{h.booking.ends_at:%Y-%m-%d %H:%M}", h.booking.quantity, h.booking.reference or "—",
+              proposal_text(h), moves_url, h.booking.pk, _("Move…"))
+             for h in hits))
         return format_html(
-            "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr></thead>"
-            "<tbody>{}</tbody></table>",
-            _("booking"), _("kind"), _("period (UTC)"), _("units"), _("reference"), rows)
+            "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr>"
+            "</thead><tbody>{}</tbody></table><p><a class=\"button move-all-link\" href=\"{}\">{}</a></p>",
+            _("booking"), _("kind"), _("period (UTC)"), _("units"), _("reference"), _("proposed move"), rows,
+            moves_url, _("Move all…"))
 
     # --- release ------------------------------------------------------------
 
@@ -134,6 +136,8 @@ class BookingAdmin(ReadOnlyModelAdmin):
         return [
             path("<path:object_id>/release/", self.admin_site.admin_view(self.release_view),
                  name=f"{opts.app_label}_{opts.model_name}_release"),
+            path("<path:object_id>/moves/", self.admin_site.admin_view(self.moves_view),
+                 name=f"{opts.app_label}_{opts.model_name}_moves"),
             *super().get_urls(),
         ]
 
@@ -188,3 +192,62 @@ class BookingAdmin(ReadOnlyModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/allocation/booking/release.html", context)
+
+    # --- moves out of a maintenance window -----------------------------------
+
+    def moves_view(self, request, object_id):
+        """Move one booking the window hits (``?booking=``), to the shop's proposal or the operator's cards, or
+        all of them to the shop's proposals; each move gives the freed part of the window to it."""
+        window = self.get_object(request, object_id)
+        if window is None:
+            return missing_object_redirect(self, request, self.opts, object_id)
+        if not self.has_release_permission(request, window):
+            raise PermissionDenied
+        change_url = reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_change",
+                             args=[window.pk])
+        hits = maintenance_hits(window=window)
+        wanted = request.GET.get("booking") or request.POST.get("booking") or ""
+        if wanted:
+            hits = [h for h in hits if str(h.booking.pk) == wanted]
+            if not hits:
+                self.message_user(request, _("Booking #%(id)s is not in this window any more.") % {"id": wanted},
+                                  messages.WARNING)
+                return HttpResponseRedirect(change_url)
+        form = MoveForm(request.POST if request.method == "POST" else None, one=bool(wanted))
+        if form.is_bound and form.is_valid() and hits:
+            actor, reason = request.user.get_username(), form.cleaned_data["reason"]
+            if wanted:
+                try:
+                    maintenance_move(window=window, booking=hits[0].booking, devices=form.cleaned_data["devices"],
+                                     actor=actor, reason=reason)
+                except (AllocationError, OrderError) as exc:
+                    form.add_error(None, str(exc))
+                else:
+                    self.message_user(request, _("Booking #%(id)s was moved; the window now covers its cards.")
+                                      % {"id": hits[0].booking.pk}, messages.SUCCESS)
+                    return HttpResponseRedirect(change_url)
+            else:
+                outcomes = maintenance_move_all(window=window, actor=actor, reason=reason)
+                done = sum(1 for o in outcomes if o.moved is not None)
+                if done:
+                    self.message_user(request, ngettext("%(count)d booking moved.", "%(count)d bookings moved.",
+                                                        done) % {"count": done}, messages.SUCCESS)
+                for outcome in outcomes:
+                    if outcome.moved is None:
+                        self.message_user(request, _("Booking #%(id)s was not moved: %(error)s") % {
+                            "id": outcome.booking.pk, "error": outcome.error}, messages.ERROR)
+                return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Move bookings out of maintenance window #%(id)s") % {"id": window.pk},
+            "subtitle": None,
+            "opts": self.opts,
+            "window": window,
+            "hits": [(h, proposal_text(h)) for h in hits],
+            "form": form,
+            "booking": wanted,
+            "change_url": change_url,
+            "media": self.media + form.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/allocation/booking/moves.html", context)

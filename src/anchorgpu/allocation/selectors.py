@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from anchorgpu.catalog.models import Product
@@ -331,3 +331,10 @@ def live_customer_bookings(*, host_id: int | None = None, device_ids=None, now: 
     if device_ids is not None:
         slots = slots.filter(device_id__in=list(device_ids))
     return Booking.objects.filter(pk__in=slots.values("booking_id")).order_by("starts_at", "pk")
+
+
+def current_slots(booking_id: int):
+    """The slots of a booking that run to its end: the cards it holds now and for the rest of its period. A
+    move (``allocation.moves``) trims the slots of the cards it left to the moment of the move; those stay as
+    history (and for the wipe of those cards), but are not the booking's cards any more."""
+    return BookingDevice.objects.filter(booking_id=booking_id, ends_at=F("booking__ends_at"))

@@ -294,7 +294,7 @@ def booking_stretch(*, booking: Booking, until: datetime, actor: str, reason: st
                                       "only a live hold or term can be stretched.")
         if until <= locked.ends_at:
             return locked
-        devices = list(locked.slots.values_list("device_id", flat=True))
+        devices = list(selectors.current_slots(locked.pk).values_list("device_id", flat=True))
         end = selectors.free_until(devices, after=locked.ends_at, until=until, now=now, besides=locked.pk)
         if end > locked.ends_at:
             before = locked.ends_at

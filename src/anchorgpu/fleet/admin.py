@@ -18,10 +18,10 @@ from django.utils.translation import ngettext
 
 from anchorgpu.admin_base import ReadOnlyModelAdmin, missing_object_redirect
 from anchorgpu.allocation import rules as allocation_rules
-from anchorgpu.allocation import services as allocation_services
 from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
+from anchorgpu.orders.maintenance import maintenance_enter
 
 from . import discovery
 from . import services as fleet_services
@@ -229,13 +229,13 @@ class HostAdmin(admin.ModelAdmin):
             form = MaintenanceForm(request.POST)
             if form.is_valid():
                 try:
-                    result = allocation_services.host_enter_maintenance(
+                    result, hits = maintenance_enter(
                         host=host, start=form.cleaned_data["start"], end=form.cleaned_data["end"],
                         actor=request.user.get_username(), reason=form.cleaned_data["reason"])
                 except AllocationError as exc:
                     form.add_error(None, str(exc))
                 else:
-                    return self._maintenance_done(request, host, result)
+                    return self._maintenance_done(request, host, result, hits)
         else:
             form = MaintenanceForm()
         now = timezone.now()
@@ -256,17 +256,22 @@ class HostAdmin(admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/fleet/host/maintenance.html", context)
 
-    def _maintenance_done(self, request, host: Host, result) -> HttpResponseRedirect:
+    def _maintenance_done(self, request, host: Host, result, hits) -> HttpResponseRedirect:
         booking = result.booking
         self.message_user(request, _("Maintenance for %(host)s is scheduled from %(start)s to %(end)s UTC.") % {
             "host": host.name, "start": f"{booking.starts_at:%Y-%m-%d %H:%M}",
             "end": f"{booking.ends_at:%Y-%m-%d %H:%M}"}, messages.SUCCESS)
-        if result.hits:
-            refs = ", ".join(_describe(b) for b in result.hits)
+        if hits:
+            refs = ", ".join(_describe(h.booking) for h in hits)
             self.message_user(request, ngettext(
-                "%(count)d live booking lies in the window and must be moved to another host: %(refs)s.",
-                "%(count)d live bookings lie in the window and must be moved to another host: %(refs)s.",
-                len(result.hits)) % {"count": len(result.hits), "refs": refs}, messages.WARNING)
+                "%(count)d live booking lies in the window: %(refs)s. The window's page proposes a move for it; "
+                "until it is moved, the window leaves its cards out.",
+                "%(count)d live bookings lie in the window: %(refs)s. The window's page proposes a move for each; "
+                "until they are moved, the window leaves their cards out.",
+                len(hits)) % {"count": len(hits), "refs": refs}, messages.WARNING)
+        for hit in hits:
+            if not hit.proposal.possible:
+                self.message_user(request, f"{_describe(hit.booking)}: {hit.text}", messages.ERROR)
         bookings = Booking._meta
         if (request.user.has_perm(f"{bookings.app_label}.view_{bookings.model_name}")
                 or request.user.has_perm(f"{bookings.app_label}.change_{bookings.model_name}")):

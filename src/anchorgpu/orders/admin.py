@@ -20,6 +20,7 @@ from . import (
 )
 from . import admin_panels as panels
 from .admin_actions import BACK_TO_QUEUE, OrderToolsMixin
+from .admin_moves import MoveInline
 from .models import Order, OrderEmail, WebhookDelivery
 from .queue import PaymentQueueEntry
 
@@ -33,6 +34,7 @@ class OrderAdmin(OrderToolsMixin, ReadOnlyModelAdmin):
     search_fields = ("reference", "email", "user__email", "quote__address", "transfers__txid", "claimed_txid")
     search_help_text = _("Search by reference, email, deposit address or transaction id.")
     date_hierarchy = "created_at"
+    inlines = [MoveInline]
     fieldsets = (
         (None, {"fields": ("reference", "state", "user", "created_at", "updated_at")}),
         (_("What was ordered"), {"fields": ("product", "quantity", "term_days", "start_asap", "starts_at", "ends_at",

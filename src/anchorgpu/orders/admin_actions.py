@@ -32,6 +32,7 @@ from anchorgpu.payments.models import Refund, Transfer
 from . import admin_forms as f
 from . import alert_tool
 from .access_checks import order_health_recheck
+from .admin_moves import MoveTermForm, apply_move_term
 from .admin_panels import payment_summary
 from .credits import order_credit_issue
 from .errors import OrderError
@@ -105,6 +106,11 @@ TOOLS = {page.name: page for page in (
                 "the customer. The amount is then owed back to the customer: record it as a refund of money owed "
                 "back once sent.")),
     ToolPage(alert_tool.NAME, alert_tool.TITLE, f.ReasonForm, alert_tool.BUTTON, alert_tool.INTRO),
+    ToolPage("move_term", _l("Move to other cards"), MoveTermForm, _l("Move the term"),
+             _l("Give this term other cards of the same product from now (or its start) to its end: the shop's "
+                "proposal, or the cards you name. The customer is told by email and on the order page. If access "
+                "was prepared, it is prepared again on the new cards and the old ones are wiped; nothing on the old "
+                "machine's disks is copied.")),
 )}
 # Tools about one transfer or one refund of the order (their URLs carry its id).
 PER_TRANSFER = ("update_confirmations", "reassign_transfer")
@@ -216,6 +222,7 @@ APPLY: dict[str, Callable] = {
     "recheck_capacity": _apply_recheck, "record_refund": _apply_refund, "retry_provisioning": _apply_retry,
     "end_term": _apply_end_term, "verify_refund": _apply_verify_refund, "retry_step": _apply_retry_step,
     "health_recheck": _apply_health_recheck, "wipe_now": _apply_wipe_now, "issue_credit": _apply_issue_credit,
+    "move_term": apply_move_term,
     alert_tool.NAME: alert_tool.apply_clear,
 }
 

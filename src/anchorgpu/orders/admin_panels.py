@@ -18,6 +18,7 @@ from anchorgpu.payments.uri import whole_units
 from . import rules
 from .credits import order_credit
 from .models import Order
+from .moves import MOVABLE
 from .queue import REFUND_CHECK_FAILED
 from .retry import MAX_WIPE_FAILURES
 from .states import OrderState
@@ -172,7 +173,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
         tools.append(Tool("recheck_capacity", _("Re-check capacity")))
     if state is S.FAILED:
         tools.append(Tool("retry_provisioning", _("Retry access preparation")))
-    if state in (S.PAID, S.PROVISIONING) and (order.lease_owner or order.retry_at):
+    if state in (S.PAID, S.PROVISIONING) and (order.lease_owner or order.retry_at or order.moves.filter(
+            wipe_due_at__isnull=False, wiped_at__isnull=True, wipe_attempts__gt=0).exists()):
         tools.append(Tool("retry_step", _("Retry the step")))
     elif order.wipe_due_at is not None and (order.lease_owner or order.retry_at or order.wipe_attempts):
         tools.append(Tool("retry_step", _("Retry the step")))
@@ -182,6 +184,8 @@ def tools_for(order: Order, summary: PaymentSummary) -> list[Tool]:
     if order.wipe_due_at is not None or (state is S.FAILED and order.ends_at <= timezone.now()
                                          and order.steps.exists() and not order.steps.filter(step="wipe").exists()):
         tools.append(Tool("wipe_now", _("Wipe now")))
+    if state in MOVABLE and order.ends_at > timezone.now():
+        tools.append(Tool("move_term", _("Move to other cards")))
     if summary.has_money:
         tools.append(Tool("record_refund", _("Record a refund")))
     if order.chain_alert:

@@ -275,16 +275,20 @@ def order_step_retry(*, order: Order, actor: str, reason: str) -> Order:
     with transaction.atomic():
         locked = order_lock(order)
         waiting_wipe = locked.wipe_due_at is not None
+        # The wipe of the cards a move left (``move_wipes``), failing: tried again now too.
+        moved_off = locked.moves.filter(wipe_due_at__isnull=False, wiped_at__isnull=True, wipe_attempts__gt=0)
         if locked.order_state not in (S.PAID, S.PROVISIONING) and not waiting_wipe:
             raise NotAllowedNow(_("This order has no step waiting to be tried again (it is %(state)s).")
                                 % {"state": locked.state_label})
-        if not locked.lease_owner and locked.retry_at is None and not (waiting_wipe and locked.wipe_attempts):
+        if (not locked.lease_owner and locked.retry_at is None and not (waiting_wipe and locked.wipe_attempts)
+                and not moved_off.exists()):
             raise NotAllowedNow(_("Nothing holds this order's next step back: the worker takes it on its next "
                                   "sweep."))
         was = {"lease": step_lease.described(locked), "retry_at": locked.retry_at.isoformat()
                if locked.retry_at else None, "wipe_attempts": locked.wipe_attempts}
         step_lease.clear(locked)
         locked.retry_at = None
+        was["move_wipes"] = moved_off.update(wipe_attempts=0, wipe_retry_at=None)
         fields = [*step_lease.FIELDS, "retry_at", "updated_at"]
         if waiting_wipe and locked.order_state not in (S.PAID, S.PROVISIONING):
             locked.wipe_attempts = 0

@@ -232,6 +232,7 @@ class OrderEmail(models.Model):
         TERM_ENDING_HOUR = "term_ending_hour", _("term ending within the hour")
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
         REFUND_SENT = "refund_sent", _("refund found on chain")
+        MOVED = "moved", _("term moved to other cards")
 
     # None only for an alert to the operators about a host rather than an order (``operator_events``).
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails", null=True, blank=True)
@@ -276,6 +277,7 @@ class OperatorEvent(models.Model):
         REFUND_DUE = "order.refund_due", _("refund due")
         WIPE_FAILED = "order.wipe_failed", _("machine could not be wiped")
         HOST_REFUSED = "host.refused", _("host refused: taken off sale or needs a look")
+        MAINTENANCE_CONFLICT = "order.maintenance_conflict", _("maintenance window cannot be honoured")
 
     uid = models.UUIDField(_("event id"), default=uuid.uuid4, unique=True, editable=False)
     # About an order, or (a host refused with no order concerned, e.g. found by fleet discovery) about a host only.
@@ -350,3 +352,45 @@ class WebhookDelivery(models.Model):
         if self.sent_at:
             return "delivered"
         return "given_up" if self.failed_at else "pending"
+
+
+class Move(models.Model):
+    """An order's term moved to other cards (``orders.moves.order_move``; the booking's part is
+    ``allocation.moves.booking_move``). When access had been prepared on the old cards, the steps of that round
+    are kept here (``previous_steps``), access is prepared again on the new cards, and the old cards are wiped by
+    the worker (``orders.move_wipes``): no later term starts on them until that wipe is recorded here."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="moves")
+    booking = models.ForeignKey(Booking, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(_("moved at"), help_text=_("From this moment the term runs on the new cards."))
+    from_devices = models.JSONField(_("cards left"), default=list, help_text=_("Device ids."))
+    to_devices = models.JSONField(_("cards taken"), default=list, help_text=_("Device ids."))
+    from_hosts = models.CharField(_("from host(s)"), max_length=300)
+    to_hosts = models.CharField(_("to host(s)"), max_length=300)
+    reason = models.TextField(_("reason"))
+    actor = models.CharField(_("moved by"), max_length=150)
+    access_moved = models.BooleanField(_("access prepared again"), default=False,
+                                       help_text=_("Access had been (partly) prepared on the old cards."))
+    access_delivered = models.BooleanField(_("access had been delivered"), default=False)
+    previous_steps = models.JSONField(_("steps on the old cards"), default=list, blank=True)
+    wipe_due_at = models.DateTimeField(_("wipe of the old cards due"), null=True, blank=True)
+    wiped_at = models.DateTimeField(_("old cards wiped"), null=True, blank=True)
+    wipe_detail = models.JSONField(_("wipe proof"), default=dict, blank=True)
+    wipe_attempts = models.PositiveSmallIntegerField(_("failed wipe attempts"), default=0)
+    wipe_retry_at = models.DateTimeField(_("next wipe attempt not before"), null=True, blank=True)
+    wipe_error = models.TextField(_("last wipe error"), blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["wipe_due_at"], name="move_wipe_due",
+                                condition=Q(wipe_due_at__isnull=False, wiped_at__isnull=True))]
+        verbose_name = _("move")
+        verbose_name_plural = _("moves")
+
+    def __str__(self) -> str:
+        return f"{self.order} · {self.from_hosts} → {self.to_hosts} ({self.at:%Y-%m-%d %H:%M})"
+
+    @property
+    def wipe_pending(self) -> bool:
+        return self.wipe_due_at is not None and self.wiped_at is None

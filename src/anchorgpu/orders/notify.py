@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 
 from .models import STATE_LABELS, OrderEmail
+from .move_page import move_facts
 from .states import OrderState
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ def term_ending(order_pk: int) -> None:
 def term_ending_hour(order_pk: int) -> None:
     """An hour before the term ends."""
     _queue(order_pk, OrderEmail.Kind.TERM_ENDING_HOUR)
+
+
+def order_moved(order_pk: int) -> None:
+    """The term was moved to other cards (``moves.order_move``); the email tells the move made before it."""
+    _queue(order_pk, OrderEmail.Kind.MOVED)
 
 
 def refund_sent(order_pk: int) -> None:
@@ -124,6 +130,10 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,
                    "refunds": [(r.amount, r.txid) for r in order.refunds.all() if r.verified_at is not None]}
+    elif email.kind == OrderEmail.Kind.MOVED:
+        moves = order.moves.order_by("created_at", "id")
+        move = (moves.filter(created_at__lte=email.created_at) if email.created_at else moves).last()
+        context = {"move": move_facts(move) if move else None}
     with translation.override(order.language):
         link = settings.ANCHORGPU_SITE_URL.rstrip("/") + reverse("order", kwargs={"reference": order.reference})
         context = {"order": order, "link": link, **context}

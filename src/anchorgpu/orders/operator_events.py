@@ -17,7 +17,10 @@ The cases (``OperatorEvent.Kind``), and where each is raised:
 - ``order.provisioning_failed``: access could not be prepared, or was lost (``transitions.order_transition``);
 - ``order.refund_due``: money is owed back, or a paid term ended before access was ready
   (``payments.services.note_excess``, ``lifecycle``);
-- ``order.wipe_failed``: an ended order's machine could not be wiped after the last try (``wipes``);
+- ``order.wipe_failed``: an ended order's machine could not be wiped after the last try (``wipes``), or the
+  cards a move left (``move_wipes``);
+- ``order.maintenance_conflict``: a maintenance window hits the term and no other cards are free for it
+  (``maintenance.maintenance_enter``);
 - ``host.refused``: a host refused (``HostRefused``) during a step, a wipe or a health re-check
   (``step_failures.refuse_host``), or by fleet discovery with no order: ``on_host_refused``.
 

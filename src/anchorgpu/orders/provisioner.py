@@ -26,7 +26,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from anchorgpu.allocation.models import Booking, BookingDevice
-from anchorgpu.fleet.models import Host
+from anchorgpu.allocation.selectors import current_slots
+from anchorgpu.fleet.models import Device, Host
 
 from .provisioning import WIPE, Step
 
@@ -86,6 +87,11 @@ class Provisioner:
         """The term has ended and the booking is released: erase the customer's data."""
         raise NotImplementedError
 
+    def wipe_cards(self, order, device_ids) -> dict:
+        """The order's term moved to other cards (``orders.moves``): erase what it had on the cards
+        ``device_ids`` it left, and only there. Returns the proof, like ``wipe``."""
+        raise NotImplementedError
+
     def run(self, step: Step | str, order) -> dict:
         """Do ``step`` (a ``Step`` or ``"wipe"``) for ``order``."""
         name = WIPE if step == WIPE else Step(step).value
@@ -93,10 +99,11 @@ class Provisioner:
 
 
 def _slots(order) -> list[BookingDevice]:
+    """The order's cards now: the slots that run to its booking's end, not those a move left."""
     booking = order.booking
     if booking is None:
         raise ProvisioningError(f"order {order.reference} has no booking")
-    return list(BookingDevice.objects.filter(booking=booking).select_related("device__host__site")
+    return list(current_slots(booking.pk).select_related("device__host__site")
                 .order_by("device__host__name", "device__index"))
 
 
@@ -174,6 +181,15 @@ class SimulatedProvisioner(Provisioner):
         """Record which cards would be wiped. No disk is touched."""
         slots = _slots(order)
         return {"devices": [s.device.uid for s in slots], "simulated": True}
+
+    def wipe_cards(self, order, device_ids) -> dict:
+        """Record which cards a move left and would wipe. No disk is touched."""
+        devices = list(Device.objects.filter(pk__in=list(device_ids)).select_related("host")
+                       .order_by("host__name", "index"))
+        if not devices:
+            raise ProvisioningError(f"order {order.reference}: no card among {list(device_ids)} to wipe")
+        return {"devices": [d.uid for d in devices], "hosts": sorted({d.host.name for d in devices}),
+                "simulated": True}
 
 
 def get_provisioner() -> Provisioner:

@@ -42,7 +42,8 @@ TRANSITIONS: dict[OrderState, frozenset[OrderState]] = {
     # An extension, once paid, is added to the order it extends at once (``orders.extensions``): completed.
     S.PAID: frozenset({S.PROVISIONING, S.REFUNDED, S.COMPLETED}),
     S.PROVISIONING: frozenset({S.ACTIVE, S.FAILED, S.REFUNDED}),
-    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED}),
+    # Back to preparing access when the term is moved to other cards (``orders.moves``).
+    S.ACTIVE: frozenset({S.COMPLETED, S.FAILED, S.REFUNDED, S.PROVISIONING}),
     S.FAILED: frozenset({S.PROVISIONING, S.REFUNDED}),
     S.COMPLETED: frozenset(),
     S.CANCELLED: frozenset(),

@@ -22,14 +22,20 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.allocation.periods import Period
 from anchorgpu.audit.services import audit_record
 
-from .models import Order
+from .models import Move, Order
 
 # Until access is ready, an as-soon-as-possible term has no fixed start: ``starts_at`` is the earliest it can.
 SLIDING_STATES = frozenset({"awaiting_payment", "payment_claimed", "underpaid", "paid", "provisioning", "paid_late"})
 
 
 def is_sliding(order: Order) -> bool:
-    return order.start_asap and order.state in SLIDING_STATES
+    return order.start_asap and order.state in SLIDING_STATES and not fixed_by_a_move(order)
+
+
+def fixed_by_a_move(order: Order) -> bool:
+    """Whether ``order`` had its access delivered before a move to other cards (``orders.moves``): its term was
+    fixed then, and it does not slide again when access is ready on the new cards."""
+    return Move.objects.filter(order=order, access_delivered=True).exists()
 
 
 def access_allowance() -> timedelta:
@@ -53,7 +59,7 @@ def _usable(booking: Booking, length: timedelta) -> Period:
     """The part of the held period a term may slide into: up to the first maintenance window of its hosts
     entered after the cards were held (their room after the term overlaps it; the term itself, if the window
     reaches it, is the operator's to move, and keeps its earliest place)."""
-    devices = list(booking.slots.values_list("device_id", flat=True))
+    devices = list(selectors.current_slots(booking.pk).values_list("device_id", flat=True))
     earliest_end = booking.starts_at + length
     window = selectors.maintenance_from(devices, after=earliest_end, until=booking.ends_at)
     return Period(booking.starts_at, max(earliest_end, window))
@@ -82,7 +88,7 @@ def term_slide(order: Order, *, at: datetime, actor: str, final: bool,
     """Place an as-soon-as-possible order's term from ``at``: provisionally when it is paid (``final`` False,
     room for access preparation kept after it), for good when access is ready (``final``: the held cards after
     the term are let go). Returns where the term went; None for a dated order or one without live cards."""
-    if not order.start_asap or not _live(order.booking):
+    if not order.start_asap or not _live(order.booking) or fixed_by_a_move(order):
         return None
     now = now or timezone.now()
     at = at.replace(microsecond=0)

@@ -24,11 +24,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from anchorgpu.allocation.models import BookingDevice
+from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.audit.services import SYSTEM, audit_record
+from anchorgpu.fleet.models import Device
 
 from . import operator_events, step_lease
 from .errors import InvalidOrder, NotAllowedNow
-from .models import OperatorEvent, Order, ProvisioningStep
+from .models import Move, OperatorEvent, Order, ProvisioningStep
 from .provisioner import HostRefused, HostUnavailable, Provisioner, ProvisioningError, get_provisioner
 from .provisioning import WIPE
 from .retry import MAX_WIPE_FAILURES, UNREACHABLE_BACKOFF, backoff
@@ -61,10 +63,15 @@ def wipe_blocker(order: Order) -> str:
     and its machine is not wiped yet (preparation ran or runs there and no wipe is recorded)."""
     if not order.booking_id:
         return ""
-    cards = BookingDevice.objects.filter(booking_id=order.booking_id).values("device_id")
+    cards = set(current_slots(order.booking_id).values_list("device_id", flat=True))
+    moved = _move_wipe_blocker(order, cards)
+    if moved:
+        return moved
     wiped = ProvisioningStep.objects.filter(order=OuterRef("pk"), step=WIPE)
     touched = ProvisioningStep.objects.filter(order=OuterRef("pk"))
-    shares = BookingDevice.objects.filter(booking_id=OuterRef("booking_id"), device_id__in=cards)
+    # The cards another order holds to its booking's end; the cards a move left are wiped by the move.
+    shares = BookingDevice.objects.filter(booking_id=OuterRef("booking_id"), device_id__in=cards,
+                                          ends_at=OuterRef("booking__ends_at"))
     other = (Order.objects.exclude(pk=order.pk).filter(Exists(shares)).filter(Q(Exists(touched)) | ~Q(lease_owner=""))
              .exclude(Exists(wiped)).order_by("pk").first())
     if other is None:
@@ -73,6 +80,20 @@ def wipe_blocker(order: Order) -> str:
             .select_related("device").order_by("device__host__name", "device__index").first())
     where = card.device.uid if card is not None else "?"
     return f"order {other.reference}'s wipe on {where}"
+
+
+def _move_wipe_blocker(order: Order, cards: set[int]) -> str:
+    """A move whose left cards are not wiped yet: the order's own (its new cards wait for it; on one host the
+    container is the same name), or another order's on one of these cards."""
+    for move in (Move.objects.filter(wipe_due_at__isnull=False, wiped_at__isnull=True).select_related("order")
+                 .order_by("pk")):
+        if move.order_id == order.pk:
+            return f"the wipe of the cards it left on {move.from_hosts} when it was moved"
+        shared = cards & set(move.from_devices)
+        if shared:
+            uid = Device.objects.filter(pk=min(shared)).values_list("uid", flat=True).first() or "?"
+            return f"order {move.order.reference}'s wipe on {uid} after its move"
+    return ""
 
 
 def _claim(order_pk: int, now: datetime, *, force: bool) -> Claim | None | str:

@@ -27,6 +27,7 @@ from anchorgpu.orders.errors import OrderError
 from anchorgpu.orders.extension_options import extension_options, refusal_text
 from anchorgpu.orders.extensions import order_extend as extension_place
 from anchorgpu.orders.models import Order
+from anchorgpu.orders.move_page import moves_for_page
 from anchorgpu.orders.selectors import order_for_customer, order_page, orders_for_customer
 from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
@@ -246,6 +247,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "claim_refused": claim_refused,
         "claim_text": describe(claim_check, quote.asset) if claim_check else "",
         "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
+        "moves": moves_for_page(order),
     }
     context.update(payment_next(order, quote, now=context["now"]))
     context.update(term_facts(order, now=context["now"]))
