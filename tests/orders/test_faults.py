@@ -281,3 +281,48 @@ def test_access_is_not_prepared_on_a_host_marked_faulty(shop_db):
     host_fault_clear(fault=fault, actor="ops", reason="fixed", now=order.starts_at + 2 * MINUTE)
     assert provision_due(now=order.starts_at + 3 * MINUTE) == 1
     assert fresh(order).state == "active"
+
+
+def test_a_fault_offers_each_order_a_move_and_the_real_move_ends_its_loss(three):
+    """The whole path with the real services: the fault's event and page propose other cards for each order it
+    hits; the operator moves one there (``order_move``), the worker prepares access again, and the credit covers
+    the fault until the move and the move until access is back, without anyone adding it up."""
+    from anchorgpu.orders.moves import order_move
+
+    host, (a, b), other = three
+    fault_at = a.starts_at + 2 * HOUR
+    host_mark_faulty(host=host, actor="ops", reason="ECC errors", at=fault_at, now=fault_at + MINUTE)
+    event = OperatorEvent.objects.get(key__startswith="fault:")
+    offers = event.payload["data"]["fault"]["move_offers"]
+    # 4 + 4 cards on the faulty host; the other host has 8 cards of which `other` takes all 8: nothing is free.
+    assert set(offers) == {a.reference, b.reference}
+    free_elsewhere = [o for o in offers.values() if o.startswith("move proposed to ")]
+    assert not free_elsewhere and all(o.startswith("no move: ") for o in offers.values())
+    assert f"{a.reference} (active" in event.text and "no move: " in event.text
+
+    # The other host's term ends early: its cards are free, and the offer now proposes them.
+    from anchorgpu.orders.faults import fault_move_offers
+    from anchorgpu.orders.lifecycle import order_end_now
+
+    moved_at = fault_at + HOUR
+    order_end_now(order=fresh(other), actor="ops", reason="customer finished early", now=moved_at - MINUTE)
+    from anchorgpu.orders.wipes import wipes_due
+    wipes_due(now=moved_at - MINUTE)
+    offer = fault_move_offers([fresh(a)], now=moved_at)[a.pk]
+    cards_on_other = set(BookingDevice.objects.filter(booking=other.booking).values_list("device__uid", flat=True))
+    assert offer.startswith("move proposed to ")
+    assert set(offer.removeprefix("move proposed to ").split(" from ")[0].split(", ")) <= cards_on_other
+
+    order_move(order=fresh(a), actor="ops", reason="off the faulty host", now=moved_at)
+    assert fresh(a).state == "provisioning"
+    back = moved_at + 5 * MINUTE
+    provision_due(now=back)
+    a = fresh(a)
+    assert a.state == "active"
+    # Access on the other host did not wait for the faulty host's wipe, which is still due (and retried).
+    assert a.moves.get().wipe_due_at is not None and a.moves.get().wiped_at is None
+    delivered = ProvisioningStep.objects.get(order=a, step="deliver_access").finished_at
+    assert fault_credits_due(now=delivered + MINUTE) >= 1
+    note = fresh(a).invoice.credit_notes.get()
+    assert note.amount == expected(fresh(a), delivered - fault_at)
+    assert note.customer_reason == CustomerReason.FAULT

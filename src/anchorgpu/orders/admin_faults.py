@@ -12,7 +12,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
 from django.utils.translation import ngettext
@@ -22,7 +23,7 @@ from anchorgpu.fleet.admin import UTCSplitDateTimeField
 from anchorgpu.fleet.models import Host, HostFault
 
 from .errors import OrderError
-from .faults import host_fault_clear, host_mark_faulty
+from .faults import HIT_STATES, fault_move_offers, host_fault_clear, host_mark_faulty
 from .models import Order
 
 
@@ -55,8 +56,14 @@ class HostFaultAdmin(ReadOnlyModelAdmin):
         orders = Order.objects.filter(pk__in=obj.orders or []).order_by("pk")
         if not orders:
             return "—"
-        return format_html_join(", ", '<a href="{}">{}</a>', (
-            (reverse(f"{self.admin_site.name}:orders_order_change", args=[o.pk]), o.reference) for o in orders))
+        offers = fault_move_offers([o for o in orders if o.order_state in HIT_STATES], now=timezone.now())
+        site = self.admin_site.name
+        return format_html_join(format_html("<br>"), '<a href="{}">{}</a> {} {}', (
+            (reverse(f"{site}:orders_order_change", args=[o.pk]), o.reference,
+             f"({offers[o.pk]})" if o.pk in offers else "",
+             format_html('<a href="{}">{}</a>', reverse(f"{site}:orders_order_move_term", args=[o.pk]),
+                         _("Move…")) if o.pk in offers and not obj.cleared_at else "")
+            for o in orders))
 
     def may_operate(self, request) -> bool:
         return request.user.has_perm("fleet.change_host")

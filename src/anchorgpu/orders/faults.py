@@ -24,12 +24,13 @@ from django.utils.translation import gettext as _
 from anchorgpu.allocation.models import Booking, BookingDevice
 from anchorgpu.audit.services import SYSTEM, audit_record
 from anchorgpu.billing import credit_rule
-from anchorgpu.fleet.models import Host, HostFault
+from anchorgpu.fleet.models import Device, Host, HostFault
 
 from . import operator_events
 from .credits import FAULT_ACTION, intervals_closed, order_credit_issue
 from .errors import InvalidOrder, NotAllowedNow
 from .models import OperatorEvent, Order, ProvisioningStep
+from .moves import move_offer
 from .provisioning import Step
 from .states import OrderState
 
@@ -56,6 +57,24 @@ def orders_hit(host: Host, *, since: datetime) -> list[Order]:
     return list(Order.objects.filter(booking_id__in=set(bookings), ends_at__gt=since,
                                      state__in=[s.value for s in HIT_STATES + ENDED_STATES])
                 .order_by("starts_at", "pk"))
+
+
+def fault_move_offers(orders, *, now: datetime) -> dict[int, str]:
+    """For each order a fault hits, where the shop would move its term now (``moves.move_offer``), in the
+    operators' words: the proposed cards, or why there is no move (no other cards free, the term is over)."""
+    offers = {}
+    for order in orders:
+        if order.order_state not in HIT_STATES:
+            offers[order.pk] = "ended, nothing to move"
+            continue
+        offer = move_offer(order=order, now=now)
+        if offer.possible:
+            cards = ", ".join(Device.objects.filter(pk__in=offer.to_devices).order_by("host__name", "index")
+                              .values_list("uid", flat=True))
+            offers[order.pk] = f"move proposed to {cards} from {offer.at:%Y-%m-%d %H:%M} UTC"
+        else:
+            offers[order.pk] = f"no move: {offer.reason}"
+    return offers
 
 
 def host_mark_faulty(*, host: Host, actor: str, reason: str, at: datetime | None = None,
@@ -88,16 +107,20 @@ def host_mark_faulty(*, host: Host, actor: str, reason: str, at: datetime | None
         for order in hit:
             audit_record(actor=actor, action=FAULT_ACTION, obj=order, reason=reason,
                          data={"fault": fault.pk, "host": locked.name, "started_at": at.isoformat()})
-        listed = ", ".join(f"{o.reference} ({o.state}, until {o.ends_at:%Y-%m-%d %H:%M} UTC)" for o in hit)
+        offers = fault_move_offers(hit, now=now)  # the host is off sale already: never its own target
+        listed = ", ".join(f"{o.reference} ({o.state}, until {o.ends_at:%Y-%m-%d %H:%M} UTC; {offers[o.pk]})"
+                           for o in hit)
         text = (f"Host {locked.name} was marked faulty by {actor} since {at:%Y-%m-%d %H:%M:%S} UTC: {reason}. "
                 f"It is off sale until the fault is cleared. "
-                + (f"Orders hit ({len(hit)}): {listed}. Move them to other cards, or clear the fault once fixed; "
-                   "their service credit is issued when the fault is cleared, they are moved, or their term ends."
+                + (f"Orders hit ({len(hit)}): {listed}. Move them to other cards (the order's Move to other "
+                   "cards, or the fault's page), or clear the fault once fixed; their service credit is issued "
+                   "when the fault is cleared, they are moved, or their term ends."
                    if hit else "No paid term is on it."))
         operator_events.operator_event_raise(
             order=None, host=locked, kind=OperatorEvent.Kind.HOST_REFUSED, key=f"fault:{fault.pk}", text=text,
             now=now, data={"fault": {"id": fault.pk, "started_at": at.isoformat(), "reason": reason,
-                                     "orders": [o.reference for o in hit]}})
+                                     "orders": [o.reference for o in hit],
+                                     "move_offers": {o.reference: offers[o.pk] for o in hit}}})
     host.sale_block = locked.sale_block
     return fault
 

@@ -54,6 +54,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from anchorgpu.allocation.selectors import current_slots
 from anchorgpu.audit.services import SYSTEM, audit_record
 from anchorgpu.fleet.models import HostFault
 
@@ -97,9 +98,12 @@ def _is_due(order: Order, now: datetime) -> bool:
 
 
 def _faulty_host(order: Order) -> str:
-    """The name of a host of the order's cards with an open fault (``orders.faults``), or ""."""
-    fault = (HostFault.objects.filter(cleared_at__isnull=True, host__devices__slots__booking_id=order.booking_id)
-             .select_related("host").first()) if order.booking_id else None
+    """The name of a host of the order's cards with an open fault (``orders.faults``), or "". The cards it holds
+    now (``current_slots``): a term moved off a faulty host is prepared on its new cards."""
+    if not order.booking_id:
+        return ""
+    hosts = current_slots(order.booking_id).values_list("device__host_id", flat=True)
+    fault = HostFault.objects.filter(cleared_at__isnull=True, host_id__in=hosts).select_related("host").first()
     return fault.host.name if fault is not None else ""
 
 

@@ -83,17 +83,28 @@ def wipe_blocker(order: Order) -> str:
 
 
 def _move_wipe_blocker(order: Order, cards: set[int]) -> str:
-    """A move whose left cards are not wiped yet: the order's own (its new cards wait for it; on one host the
-    container is the same name), or another order's on one of these cards."""
+    """A move whose left cards are not wiped yet: the order's own when its new cards are on a host it left (the
+    container there has the same name), or another order's on one of these cards. A move to other hosts does
+    not wait for the old host's wipe: a term moved off a faulty host that no longer answers gets its access on
+    the new cards while that wipe is retried (and, after its tries, goes to the operators)."""
+    hosts = None
     for move in (Move.objects.filter(wipe_due_at__isnull=False, wiped_at__isnull=True).select_related("order")
                  .order_by("pk")):
         if move.order_id == order.pk:
-            return f"the wipe of the cards it left on {move.from_hosts} when it was moved"
+            if hosts is None:
+                hosts = set(Device.objects.filter(pk__in=cards).values_list("host__name", flat=True))
+            if hosts & set(_host_names(move.from_devices)):
+                return f"the wipe of the cards it left on {move.from_hosts} when it was moved"
+            continue
         shared = cards & set(move.from_devices)
         if shared:
             uid = Device.objects.filter(pk=min(shared)).values_list("uid", flat=True).first() or "?"
             return f"order {move.order.reference}'s wipe on {uid} after its move"
     return ""
+
+
+def _host_names(device_ids) -> list[str]:
+    return list(Device.objects.filter(pk__in=device_ids).values_list("host__name", flat=True))
 
 
 def _claim(order_pk: int, now: datetime, *, force: bool) -> Claim | None | str:
