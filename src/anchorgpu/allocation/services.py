@@ -103,6 +103,23 @@ def _retrying(attempt_once):
     raise NoLongerAvailable("The cards were taken by others while we tried; please try again.") from last
 
 
+def _hold_create(*, product: Product, quantity: int, device_ids: list[int], period: Period, expires_at: datetime,
+                 reference: str, actor: str, same_cards: bool = False) -> Booking:
+    """The hold's booking and one slot per device, with its audit row; the caller has checked the cards in the
+    product's turn."""
+    booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=quantity,
+                                     starts_at=period.start, ends_at=period.end, expires_at=expires_at,
+                                     reference=reference)
+    BookingDevice.objects.bulk_create([
+        BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
+                      expires_at=expires_at) for d in device_ids])
+    audit_record(actor=actor, action="hold_place", obj=booking, to_state="live",
+                 data={"product": product.slug, "quantity": quantity, "devices": device_ids,
+                       "start": period.start.isoformat(), "end": period.end.isoformat(),
+                       **({"same_cards": True} if same_cards else {})})
+    return booking
+
+
 def hold_place(*, product: Product, quantity: int, start: datetime | None, term_days: int, actor: str = SYSTEM,
                reference: str = "", hold_minutes: int | None = None, reach: timedelta = timedelta(0),
                now: datetime | None = None) -> Booking:
@@ -159,16 +176,8 @@ def hold_place(*, product: Product, quantity: int, start: datetime | None, term_
         if reach > timedelta(0):
             period = Period(period.start, selectors.free_until(device_ids, after=period.end, until=period.end + reach,
                                                                now=now))
-        booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=quantity,
-                                         starts_at=period.start, ends_at=period.end, expires_at=expires_at,
-                                         reference=reference)
-        BookingDevice.objects.bulk_create([
-            BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
-                          expires_at=expires_at) for d in device_ids])
-        audit_record(actor=actor, action="hold_place", obj=booking, to_state="live",
-                     data={"product": product.slug, "quantity": quantity, "devices": device_ids,
-                           "start": period.start.isoformat(), "end": period.end.isoformat()})
-        return booking
+        return _hold_create(product=product, quantity=quantity, device_ids=device_ids, period=period,
+                            expires_at=expires_at, reference=reference, actor=actor)
 
     return _retrying(attempt)
 
@@ -197,16 +206,8 @@ def hold_place_on(*, product: Product, device_ids, start: datetime, end: datetim
         free = selectors.free_until(ids, after=period.start, until=period.end, now=now)
         if free < period.end:
             raise NoLongerAvailable(f"No longer available: these cards are booked from {free:%Y-%m-%d %H:%M} UTC.")
-        booking = Booking.objects.create(kind=Booking.Kind.HOLD, product=product, quantity=units,
-                                         starts_at=period.start, ends_at=period.end, expires_at=expires_at,
-                                         reference=reference)
-        BookingDevice.objects.bulk_create([
-            BookingDevice(booking=booking, device_id=d, starts_at=period.start, ends_at=period.end,
-                          expires_at=expires_at) for d in ids])
-        audit_record(actor=actor, action="hold_place", obj=booking, to_state="live",
-                     data={"product": product.slug, "quantity": units, "devices": ids,
-                           "start": period.start.isoformat(), "end": period.end.isoformat(), "same_cards": True})
-        return booking
+        return _hold_create(product=product, quantity=units, device_ids=ids, period=period, expires_at=expires_at,
+                            reference=reference, actor=actor, same_cards=True)
 
     return _retrying(attempt)
 
