@@ -314,3 +314,38 @@ def test_an_unpaid_extension_is_cancelled_when_its_term_ends(shop_db):
     assert ext.state == "cancelled" and ext.booking.state == Booking.State.RELEASED
     pay_extension(ext)  # money sent anyway is owed back
     assert fresh(ext).refund_due
+
+
+def test_a_term_refunded_whole_takes_its_paid_extension_with_it_and_owes_that_money_back(shop_db):
+    """The extension's days went with the term's booking: its invoice is credited whole and its money is owed
+    back on its own order, in its own asset, until the operator records that refund."""
+    from anchorgpu.payments.refunds import RefundInput, refund_record
+    from anchorgpu.payments.services import owed_back
+
+    address = "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+    order = running()
+    ext = extend(order, 3)
+    pay_extension(ext)
+    ext, order = fresh(ext), fresh(order)
+    assert ext.state == "completed" and owed_back(ext) == 0 and not ext.refund_due
+
+    def refund(target, *, whole: bool):
+        return refund_record(order=target, actor="operator", refund=RefundInput(
+            address=address, amount=target.quote.amount, rate_choice="quote", txid=f"{target.pk:02x}" * 32,
+            reason="the host died", whole_order=whole, customer_reason="refund"))
+
+    for target in (order, ext):
+        from anchorgpu.payments.services import refund_address_set
+        refund_address_set(order=target, actor=target.user.get_username(), address=address)
+    refund(fresh(order), whole=True)
+    order, ext = fresh(order), fresh(ext)
+    assert order.state == "refunded"
+    invoice = Invoice.objects.get(order=ext)
+    notes = list(invoice.credit_notes.all())
+    assert sum(n.amount for n in notes) == invoice.total and all(n.refund_id is None for n in notes)
+    assert ext.refund_due and owed_back(ext) == ext.quote.amount
+    # The operator pays it back as money owed back; nothing more is owed after that.
+    refund(ext, whole=False)
+    ext = fresh(ext)
+    assert owed_back(ext) == 0 and not ext.refund_due
+    assert invariant_violations() == []

@@ -41,11 +41,12 @@ def invoice_open_amount(invoice) -> Decimal:
 
 
 def service_credit_units(order) -> int:
-    """The service credits of the order's invoice in the base units that settled it: each note's share of the
-    invoice's total, of the amount received for it, rounded half up. That much of what the order keeps is owed
-    back to the customer."""
+    """The credit notes of the order's invoice that no refund came with, in the base units that settled it: their
+    share of the invoice's total, of the amount received for it, rounded half up. That much of what the order
+    keeps is owed back to the customer. They are the service credits (``orders.credits``) and the credit of an
+    extension whose term was refunded whole (``payments.refunds``)."""
     invoice = Invoice.objects.filter(order=order).first()
     if invoice is None or invoice.total <= 0:
         return 0
-    credited = Fraction(service_credited(invoice))
+    credited = Fraction(sum((n.amount for n in invoice.credit_notes.filter(refund__isnull=True)), Decimal(0)))
     return int((credited * int(invoice.crypto_amount) / Fraction(invoice.total) + Fraction(1, 2)) // 1)

@@ -180,6 +180,27 @@ def _end_whole(order: Order, *, actor: str, reason: str, row: Refund, now: datet
     # Whatever access had been prepared goes: the worker wipes it after this transaction (orders.wipes).
     wipe_mark_due(order, now=now, always=was is S.ACTIVE, actor=actor)
     release_booking(order, actor=actor, reason=f"refunded: {reason}")
+    _credit_extensions(order, actor=actor, reason=reason, now=now, refund=refund)
+
+
+def _credit_extensions(order: Order, *, actor: str, reason: str, now: datetime, refund: RefundInput) -> None:
+    """A term refunded whole takes its applied extensions with it: each was paid by its own quote and invoiced on
+    its own invoice (``orders.extensions``), and its days are gone with the term's booking. Each invoice is
+    credited for what is still open, with no refund attached (like a service credit), so the money it settled
+    is owed back on the extension's own order, in its own asset: its refund falls due and the queue lists it."""
+    for extension in Order.objects.filter(extends=order, state=S.COMPLETED.value).order_by("pk"):
+        locked = order_lock(extension)
+        invoice = getattr(locked, "invoice", None)
+        if invoice is None:
+            continue
+        open_amount = invoice.total - sum((n.amount for n in invoice.credit_notes.all()), Decimal(0))
+        if open_amount > 0:
+            credit_note_issue(invoice=invoice, amount=open_amount, reason=f"the term it extended was refunded: "
+                              f"{reason}", actor=actor, now=now, customer_reason=CustomerReason.REFUND,
+                              customer_reason_text=refund.customer_reason_text)
+        note_excess(locked, actor, why=f"Order {order.reference}, which this extension lengthened, was refunded "
+                    "whole: pay the extension's money back to the customer's refund address (a refund of money "
+                    "owed back).")
 
 
 def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetime | None = None,
