@@ -103,6 +103,8 @@ def test_an_active_order_is_prepared_again_on_the_new_cards_and_the_old_ones_are
 
     # The email says what moved and the truth about the data.
     assert list(order.emails.filter(kind="moved").values_list("kind", flat=True)) == ["moved"]
+    # One email for the move, not a second "preparing access" one beside it.
+    assert not order.emails.filter(kind="state_changed", state="provisioning", sent_at__isnull=True).exists()
     emails_send_due()
     moved_mail = next(m for m in mailoutbox if "moved to other cards" in m.subject)
     body = moved_mail.body

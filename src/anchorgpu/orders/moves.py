@@ -27,7 +27,7 @@ from anchorgpu.fleet.models import Device
 
 from . import notify, step_lease
 from .errors import InvalidOrder, NotAllowedNow
-from .models import Move, Order
+from .models import Move, Order, OrderEmail
 from .provisioning import WIPE
 from .states import OrderState
 from .transitions import order_lock, order_transition
@@ -119,6 +119,9 @@ def order_move(*, order: Order, devices=None, actor: str, reason: str, now: date
                      data={"move": move.pk, "booking": moved.booking.pk, "at": moved.at.isoformat(),
                            "from": list(moved.from_devices), "to": list(moved.to_devices),
                            "from_hosts": move.from_hosts, "to_hosts": move.to_hosts, "access_moved": touched})
+        # The move's email tells what the "preparing access" one queued by the transition above would: one is enough.
+        OrderEmail.objects.filter(order=locked, kind=OrderEmail.Kind.STATE_CHANGED, state=S.PROVISIONING.value,
+                                  sent_at__isnull=True).delete()
         notify.order_moved(locked.pk)
     return move
 
