@@ -326,3 +326,30 @@ def test_a_fault_offers_each_order_a_move_and_the_real_move_ends_its_loss(three)
     note = fresh(a).invoice.credit_notes.get()
     assert note.amount == expected(fresh(a), delivered - fault_at)
     assert note.customer_reason == CustomerReason.FAULT
+
+
+def test_the_customer_is_emailed_each_service_credit_once_in_their_language(three, mailoutbox):
+    from anchorgpu.orders.models import OrderEmail
+    from anchorgpu.orders.notify import emails_send_due
+
+    host, (a, b), _other = three
+    Order.objects.filter(pk=b.pk).update(language="pt")
+    at = a.starts_at + HOUR
+    fault = host_mark_faulty(host=host, actor="ops", reason="PSU failure", at=at, now=at + MINUTE)
+    cleared = at + 3 * HOUR
+    host_fault_clear(fault=fault, actor="ops", reason="PSU replaced", at=cleared, now=cleared + MINUTE)
+    assert fault_credits_due(now=cleared + HOUR) == 0  # nothing more to credit, nothing more to send
+    rows = OrderEmail.objects.filter(kind=OrderEmail.Kind.SERVICE_CREDIT)
+    assert sorted(rows.values_list("order_id", flat=True)) == sorted([a.pk, b.pk])
+    mailoutbox.clear()
+    emails_send_due(now=cleared + 2 * MINUTE)
+    sent = [m for m in mailoutbox if "service credit" in m.subject or "crédito de serviço" in m.subject]
+    assert len(sent) == 2
+    note_a = fresh(a).invoice.credit_notes.get()
+    mail_a = next(m for m in sent if a.reference in m.subject)
+    assert note_a.number in mail_a.body and str(note_a.amount) in mail_a.body and note_a.currency in mail_a.body
+    assert "refund address" in mail_a.body
+    note_b = fresh(b).invoice.credit_notes.get()
+    mail_b = next(m for m in sent if b.reference in m.subject)
+    assert mail_b.subject.startswith(f"Pedido {b.reference}") and note_b.number in mail_b.body
+    assert "crédito de serviço" in mail_b.body

@@ -37,6 +37,7 @@ from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.fleet.models import HostFault
 from anchorgpu.payments.services import note_excess
 
+from . import notify
 from .extensions import paid_segments as extension_segments
 from .models import Order, ProvisioningStep
 from .provisioning import Step
@@ -207,6 +208,7 @@ def order_credit_issue(*, order: Order, actor: str, now: datetime | None = None)
         notes = [credit_note_issue(invoice=p.invoice, amount=p.due, reason=reason, actor=actor,
                                    customer_reason=CustomerReason.FAULT, customer_reason_text=words, now=now)
                  for p in due]
+        notify.service_credit(locked.pk, notes=[n.number for n in notes])
         audit_record(actor=actor, action=CREDIT_ACTION, obj=locked, reason=reason,
                      data={"intervals": intervals, "causes": sorted({lost.cause for lost in computed.lost}),
                            "lost_seconds": computed.credit.lost.total_seconds(), "owed": str(computed.owed),

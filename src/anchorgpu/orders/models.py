@@ -233,6 +233,7 @@ class OrderEmail(models.Model):
         OPERATOR_ALERT = "operator_alert", _("alert to the operators")
         REFUND_SENT = "refund_sent", _("refund found on chain")
         MOVED = "moved", _("term moved to other cards")
+        SERVICE_CREDIT = "service_credit", _("service credit issued")
 
     # None only for an alert to the operators about a host rather than an order (``operator_events``).
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails", null=True, blank=True)

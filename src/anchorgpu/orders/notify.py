@@ -66,6 +66,11 @@ def term_ending_hour(order_pk: int) -> None:
     _queue(order_pk, OrderEmail.Kind.TERM_ENDING_HOUR)
 
 
+def service_credit(order_pk: int, *, notes: list[str]) -> None:
+    """Service credit notes were issued for the order (``credits.order_credit_issue``): ``notes``, their numbers."""
+    _queue(order_pk, OrderEmail.Kind.SERVICE_CREDIT, note=", ".join(notes))
+
+
 def order_moved(order_pk: int) -> None:
     """The term was moved to other cards (``moves.order_move``); the email tells the move made before it."""
     _queue(order_pk, OrderEmail.Kind.MOVED)
@@ -130,6 +135,14 @@ def _message(email: OrderEmail) -> tuple[str, str]:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,
                    "refunds": [(r.amount, r.txid) for r in order.refunds.all() if r.verified_at is not None]}
+    elif email.kind == OrderEmail.Kind.SERVICE_CREDIT:
+        from anchorgpu.billing.models import CreditNote
+
+        numbers = [n.strip() for n in email.note.split(",") if n.strip()]
+        notes = CreditNote.objects.filter(invoice__order__in=[order, *order.extensions.all()],
+                                          customer_reason="fault")
+        # The notes this email is about; an e-mail rendered without its row (the translation checks) shows all.
+        context = {"notes": list((notes.filter(number__in=numbers) if numbers else notes).order_by("sequence"))}
     elif email.kind == OrderEmail.Kind.MOVED:
         moves = order.moves.order_by("created_at", "id")
         move = (moves.filter(created_at__lte=email.created_at) if email.created_at else moves).last()
