@@ -331,7 +331,7 @@ def test_a_term_refunded_whole_takes_its_paid_extension_with_it_and_owes_that_mo
 
     def refund(target, *, whole: bool):
         return refund_record(order=target, actor="operator", refund=RefundInput(
-            address=address, amount=target.quote.amount, rate_choice="quote", txid=f"{target.pk:02x}" * 32,
+            address=address, amount=target.quote.amount, rate_choice="quote", txid=f"ab{target.pk:062x}",
             reason="the host died", whole_order=whole, customer_reason="refund"))
 
     for target in (order, ext):

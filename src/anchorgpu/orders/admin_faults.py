@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _l
 from django.utils.translation import ngettext
@@ -58,7 +59,7 @@ class HostFaultAdmin(ReadOnlyModelAdmin):
             return "—"
         offers = fault_move_offers([o for o in orders if o.order_state in HIT_STATES], now=timezone.now())
         site = self.admin_site.name
-        return format_html_join(format_html("<br>"), '<a href="{}">{}</a> {} {}', (
+        return format_html_join(mark_safe("<br>"), '<a href="{}">{}</a> {} {}', (
             (reverse(f"{site}:orders_order_change", args=[o.pk]), o.reference,
              f"({offers[o.pk]})" if o.pk in offers else "",
              format_html('<a href="{}">{}</a>', reverse(f"{site}:orders_order_move_term", args=[o.pk]),
