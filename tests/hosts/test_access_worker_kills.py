@@ -67,6 +67,9 @@ def test_a_worker_killed_inside_each_step_and_restarted_leaves_one_container_per
         worker = workers.start()
         wait_for(lambda: _states(orders) == {"active"}, timeout=180, what="every order to be active",
                  workers=workers)
+        # Stopped only once it sweeps: a worker still starting has no SIGTERM handler yet (the workers killed
+        # before it may have made every order active already).
+        wait_for(worker.ready, what="the last worker to sweep", workers=workers)
         assert worker.stop() == 0, workers.outputs()
     finally:
         workers.kill_all()
