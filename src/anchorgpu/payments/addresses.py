@@ -2,8 +2,12 @@
 PUBLIC key (bip-utils). No private key is ever given to, or made by, the shop.
 
 * Bitcoin: BIP84 (native SegWit, ``bc1…``) from a ``zpub`` (``vpub`` on testnet).
-* EVM assets (ETH and ERC-20 tokens): BIP44 coin 60 from an ``xpub``; the same
-  address serves every EVM asset of one order.
+* EVM assets (ETH and ERC-20 tokens, on any EVM network): BIP44 coin 60 from
+  an ``xpub``. The index sequence is shared by every EVM network, so an address
+  belongs to one order on all of them: a transfer sent on the wrong EVM network
+  still reaches a key the operator holds, and names its order.
+* TRON (TRC-20 tokens): BIP44 coin 195 from an ``xpub``; Base58Check ``T…``
+  addresses (``anchorgpu.chains.tron_address``).
 
 Addresses are on the external chain (``…/0/index``); each order takes a fresh
 index, so no address is ever reused.
@@ -22,12 +26,14 @@ class Scheme(str, Enum):
     BTC = "btc"
     BTC_TESTNET = "btc-testnet"
     EVM = "evm"
+    TRON = "tron"
 
 
 _FACTORY = {
     Scheme.BTC: (Bip84, Bip84Coins.BITCOIN),
     Scheme.BTC_TESTNET: (Bip84, Bip84Coins.BITCOIN_TESTNET),
     Scheme.EVM: (Bip44, Bip44Coins.ETHEREUM),
+    Scheme.TRON: (Bip44, Bip44Coins.TRON),
 }
 
 

@@ -13,7 +13,18 @@ SCHEME_CHOICES = [
     (Scheme.BTC.value, _("Bitcoin (BIP84, native SegWit)")),
     (Scheme.BTC_TESTNET.value, _("Bitcoin testnet (BIP84)")),
     (Scheme.EVM.value, _("EVM (BIP44, coin 60)")),
+    (Scheme.TRON.value, _("TRON (BIP44, coin 195)")),
 ]
+
+
+class Finality(models.TextChoices):
+    """When a transfer counts: after a number of blocks on top of its own, or once the node reports its block
+    under a finality tag (``safe`` or ``finalized`` on Ethereum and its L2s; ``finalized`` is TRON's solidified
+    block). With a tag, confirmations are counted from the tagged block, not from the tip."""
+
+    DEPTH = "depth", _("a number of confirmations")
+    SAFE = "safe", _("the node's “safe” block")
+    FINALIZED = "finalized", _("the node's “finalized” block")
 
 
 class Asset(models.Model):
@@ -22,7 +33,9 @@ class Asset(models.Model):
     code = models.SlugField(_("code"), unique=True, help_text=_("Stable identifier, e.g. btc, eth, usdc-ethereum."))
     symbol = models.CharField(_("symbol"), max_length=12)
     name = models.CharField(_("name"), max_length=80)
-    network = models.CharField(_("network"), max_length=40, help_text=_("e.g. bitcoin, ethereum, sepolia."))
+    network = models.CharField(_("network"), max_length=40,
+                               help_text=_("e.g. bitcoin, ethereum, tron, base, arbitrum, polygon, bsc. Assets that "
+                                           "share a symbol are offered as one coin on several networks."))
     network_name = models.CharField(_("network name"), max_length=80)
     scheme = models.CharField(_("address scheme"), max_length=16, choices=SCHEME_CHOICES)
     chain_id = models.PositiveBigIntegerField(_("EVM chain id"), null=True, blank=True)
@@ -33,8 +46,16 @@ class Asset(models.Model):
                     "Bitcoin (one satoshi), 6 for Ether, 2 for a dollar stablecoin. Empty: at most 8. Never more "
                     "than the asset's decimal places; changing it affects new quotes only."))
     contract = models.CharField(_("token contract"), max_length=42, blank=True,
-                                help_text=_("ERC-20 contract address; empty for the network's own coin."))
-    confirmations_required = models.PositiveSmallIntegerField(_("confirmations required"), default=1)
+                                help_text=_("ERC-20 contract address (0x…), or a TRC-20 contract's T… address; empty "
+                                            "for the network's own coin (TRON: a token is required)."))
+    confirmations_required = models.PositiveSmallIntegerField(
+        _("confirmations required"), default=1,
+        help_text=_("With a finality tag: confirmations counted from the tagged block (1 = the tagged block "
+                    "itself)."))
+    finality = models.CharField(
+        _("finality rule"), max_length=12, choices=Finality.choices, default=Finality.DEPTH,
+        help_text=_("EVM and TRON: count confirmations from the tip, or from the block the node tags "
+                    "“safe” or “finalized”. Bitcoin counts confirmations."))
     watch_url = models.CharField(
         _("node or explorer URL"), max_length=300, blank=True,
         help_text=_("JSON-RPC URL of a node (EVM assets) or base URL of an Esplora-compatible explorer API (Bitcoin), "
@@ -52,7 +73,11 @@ class Asset(models.Model):
         verbose_name = _("crypto asset")
         verbose_name_plural = _("crypto assets")
         constraints = [
-            models.CheckConstraint(condition=Q(scheme="evm") | Q(contract=""), name="asset_token_only_on_evm"),
+            models.CheckConstraint(condition=Q(scheme__in=["evm", "tron"]) | Q(contract=""),
+                                   name="asset_token_only_on_evm"),
+            models.CheckConstraint(condition=~Q(scheme="tron") | ~Q(contract=""), name="asset_tron_token_only"),
+            models.CheckConstraint(condition=Q(scheme__in=["evm", "tron"]) | Q(finality="depth"),
+                                   name="asset_finality_tag_on_evm_or_tron"),
         ]
 
     def __str__(self) -> str:
@@ -60,8 +85,10 @@ class Asset(models.Model):
 
     @property
     def chain(self) -> str:
-        """The transaction-id family: "btc" or "evm"."""
-        return "evm" if self.scheme == Scheme.EVM else "btc"
+        """The transaction-id family: "btc", "evm" or "tron"."""
+        if self.scheme == Scheme.EVM:
+            return "evm"
+        return "tron" if self.scheme == Scheme.TRON else "btc"
 
     @property
     def is_token(self) -> bool:
