@@ -19,7 +19,7 @@ from anchorgpu.payments.watch import watch_poll
 from anchorgpu.payments.watch_config import watcher_for
 from tests import shop
 from tests.chains import tron_support
-from tests.chains.tron_support import OTHER_HEX, PAYER, USDT, USDT_HEX
+from tests.chains.tron_support import OTHER, OTHER_HEX, PAYER, USDT, USDT_HEX
 from tests.chains.watch_support import fresh
 
 pytestmark = pytest.mark.django_db
@@ -113,10 +113,13 @@ def test_another_trc20_token_pays_nothing_and_its_txid_is_the_wrong_asset(tron):
     assert report.ok and report.found == 0
     assert fresh(order).state == "awaiting_payment" and not Transfer.objects.exists()
 
+    # the other token is one the shop knows on TRON too (stored as T…): the check names it
+    Asset.objects.create(code="usdx-tron", symbol="USDX", name="Other token", network="tron",
+                         network_name="TRON (TRC-20)", scheme="tron", decimals=6, contract=OTHER, is_active=False)
     order = payment_claim(order=order, actor=order.user.username, txid=other.txid[2:])
     check = claim_check(order=order, watcher=tron.watcher())
     assert check.outcome == ClaimCheck.Outcome.WRONG_ASSET
-    assert check.detail["contract"] == OTHER_HEX
+    assert check.detail == {"contract": OTHER_HEX, "sent": "USDX"}
     assert not Transfer.objects.exists()
 
 

@@ -110,7 +110,9 @@ def _asset_detail(asset: Asset, detail: dict) -> dict:
         return {"sent": coin.symbol if coin else ""}
     contract = detail.get("contract")
     if contract:
-        known = Asset.objects.filter(network=asset.network, contract__iexact=contract).first()
+        # Compared by watch key: a TRON asset's contract is stored as T…, the watcher reports its 0x-hex form.
+        known = next((a for a in Asset.objects.filter(network=asset.network).exclude(contract="").order_by("position")
+                      if watch_key(a.contract) == watch_key(contract)), None)
         return {"contract": contract, "sent": known.symbol if known else ""}
     return {}
 
