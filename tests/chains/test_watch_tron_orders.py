@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from anchorgpu.chains.keys import watch_key
 from anchorgpu.chains.tron import NILE_CHAIN_ID
-from anchorgpu.payments.claim_check import claim_check, claims_recheck_due
+from anchorgpu.payments.claim_check import claim_check, claims_recheck_due, describe
 from anchorgpu.payments.models import Asset, ClaimCheck, DepositKey, Rate, Transfer, WatchState
 from anchorgpu.payments.services import payment_claim
 from anchorgpu.payments.watch import watch_poll
@@ -113,6 +113,10 @@ def test_another_trc20_token_pays_nothing_and_its_txid_is_the_wrong_asset(tron):
     assert report.ok and report.found == 0
     assert fresh(order).state == "awaiting_payment" and not Transfer.objects.exists()
 
+    order = payment_claim(order=order, actor=order.user.username, txid=other.txid[2:])
+    check = claim_check(order=order, watcher=tron.watcher())
+    assert check.outcome == ClaimCheck.Outcome.WRONG_ASSET and check.detail == {"contract": OTHER_HEX, "sent": ""}
+    assert f"from contract {OTHER}, which is not the USDT we accept" in describe(check, tron.asset)  # as TRONSCAN
     # the other token is one the shop knows on TRON too (stored as T…): the check names it
     Asset.objects.create(code="usdx-tron", symbol="USDX", name="Other token", network="tron",
                          network_name="TRON (TRC-20)", scheme="tron", decimals=6, contract=OTHER, is_active=False)
