@@ -241,3 +241,18 @@ def test_the_contract_may_be_given_in_any_tron_spelling(tron_node):
     assert watcher(tron_node, contract=OTHER).contract == OTHER_HEX
     with pytest.raises(ValueError, match="not a TRON address"):
         watcher(tron_node, contract="TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u")
+
+
+def test_a_transfer_log_of_a_failed_transaction_is_not_a_payment(tron_node):
+    """TRON's receipt page asks readers to check ``status`` before reading ``logs``: a receipt saying 0x0
+    whose logs still hold a Transfer pays nothing, however the node came to list it."""
+    chain = tron_node.chain
+    tx = chain.transfer(USDT_HEX, PAYER, DEPOSIT, 9_000_000)
+    tx.status = 0  # the log stays, the receipt says failed
+    chain.mine(tx)
+    chain.solidify()
+    w = watcher(tron_node)
+    assert call(tron_node, "eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x1", "address": USDT_HEX}])["result"]
+    assert w.scan({DEPOSIT}, 1, 1) == []
+    assert w.lookup(tx.txid, DEPOSIT).outcome is LookupOutcome.FAILED
+    assert w.locate([tx.txid]) == {tx.txid: None}
