@@ -18,6 +18,7 @@ PURE_MODULES = [
     "anchorgpu.planner.throughput_estimate", "anchorgpu.pilot.report_schema", "anchorgpu.simulations.child",
     "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
     "anchorgpu.chains.http", "anchorgpu.chains.esplora", "anchorgpu.chains.tron_address", "anchorgpu.chains.keys",
+    "anchorgpu.chains.tron",
     "anchorgpu.json_depth", "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
     "anchorgpu.fleet.inventory_parse", "anchorgpu.fleet.card_match", "anchorgpu.fleet.driver_compat",
     "anchorgpu.access.containers", "anchorgpu.access.health",

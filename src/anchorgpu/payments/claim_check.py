@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome, TxLookup
 from anchorgpu.chains.keys import watch_key
+from anchorgpu.chains.tron_address import TronAddressError, to_base58
 from anchorgpu.orders.models import OperatorEvent, Order
 from anchorgpu.orders.operator_events import operator_event_raise
 from anchorgpu.orders.states import OrderState
@@ -110,7 +111,9 @@ def _asset_detail(asset: Asset, detail: dict) -> dict:
         return {"sent": coin.symbol if coin else ""}
     contract = detail.get("contract")
     if contract:
-        known = Asset.objects.filter(network=asset.network, contract__iexact=contract).first()
+        # Compared by watch key: a TRON asset's contract is stored as T…, the watcher reports its 0x-hex form.
+        known = next((a for a in Asset.objects.filter(network=asset.network).exclude(contract="").order_by("position")
+                      if watch_key(a.contract) == watch_key(contract)), None)
         return {"contract": contract, "sent": known.symbol if known else ""}
     return {}
 
@@ -161,7 +164,8 @@ def describe(check: ClaimCheck, asset: Asset) -> str:
     # Network names are the operator's data: said in the reader's language where the catalogs carry them.
     params = {"network": _(asset.network_name), "symbol": asset.symbol, "n": check.confirmations,
               "required": check.required, "other": _(other) if other else "",
-              "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
+              "contract": _shown_contract(asset, check.detail.get("contract", "")),
+              "sent": check.detail.get("sent", "")}
     from anchorgpu.formats.display import crypto
 
     if check.outcome == Outcome.FOUND:  # exact, in the reader's language, at the asset's quoted precision
@@ -203,13 +207,24 @@ def describe(check: ClaimCheck, asset: Asset) -> str:
     return texts[check.outcome] % params
 
 
+def _shown_contract(asset: Asset, contract: str) -> str:
+    """A contract as the customer's explorer shows it: TRON's in Base58Check (``T…``), others as read."""
+    if contract and asset.chain == "tron":
+        try:
+            return to_base58(contract)
+        except TronAddressError:
+            return contract
+    return contract
+
+
 def verdict(check: ClaimCheck, asset: Asset) -> str:
     """The check's verdict in a few words, for the operators (the queue, the order's admin page, the alert)."""
     from anchorgpu.formats.display import crypto
 
     params = {"network": _(asset.network_name), "symbol": asset.symbol, "n": check.confirmations,
               "required": check.required, "other": _(other) if (other := check.detail.get("network", "")) else "?",
-              "contract": check.detail.get("contract", ""), "sent": check.detail.get("sent", "")}
+              "contract": _shown_contract(asset, check.detail.get("contract", "")),
+              "sent": check.detail.get("sent", "")}
     if check.outcome == Outcome.FOUND:
         params["amount"] = crypto(int(check.detail.get("amount", "0")), asset.decimals, asset.quoted_places)
         return _("found: %(amount)s %(symbol)s, %(n)d of %(required)d confirmations") % params

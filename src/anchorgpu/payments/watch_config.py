@@ -50,7 +50,22 @@ def watcher_for(asset: Asset, *, timeout: float | None = None) -> Watcher | None
             raise ChainUnavailable("the asset has no EVM chain id", endpoint=asset.code)
         return EvmWatcher.for_url(url, chain_id=asset.chain_id, contract=asset.contract, network=asset.network,
                                   timeout=timeout, decimals=asset.decimals, finality=asset.finality)
+    if asset.scheme == Scheme.TRON:
+        return _tron_watcher(asset, url, timeout)
     from anchorgpu.chains.esplora import BitcoinWatcher
 
     network = "testnet" if asset.scheme == Scheme.BTC_TESTNET else "bitcoin"
     return BitcoinWatcher(base_url=url, network=network, timeout=timeout)
+
+
+def _tron_watcher(asset: Asset, url: str, timeout: float) -> Watcher:
+    """A TRC-20 token over TRON's JSON-RPC. The asset's chain id, when set, is the one its node must report
+    (Nile, Shasta); empty means TRON mainnet. TRON has no "safe" block: such an asset fails like a bad URL."""
+    from anchorgpu.chains.tron import MAINNET_CHAIN_ID, TronWatcher
+
+    try:
+        return TronWatcher.for_url(url, contract=asset.contract, chain_id=asset.chain_id or MAINNET_CHAIN_ID,
+                                   network=asset.network, timeout=timeout, decimals=asset.decimals,
+                                   finality=asset.finality)
+    except ValueError as exc:
+        raise ChainUnavailable(str(exc), endpoint=asset.code) from None
