@@ -74,7 +74,8 @@ def test_the_tron_deposit_key_is_the_test_mnemonics_public_account_key():
     account = Bip44.FromSeed(seed, Bip44Coins.TRON).Purpose().Coin().Account(0)
     assert account.PublicKey().ToExtended() == key.extended_public_key
     first = derive_address(key.extended_public_key, "tron", 0)
-    assert first == account.Change(Bip44Changes.CHAIN_EXT).AddressIndex(0).PublicKey().ToAddress() and first.startswith("T")
+    assert first == account.Change(Bip44Changes.CHAIN_EXT).AddressIndex(0).PublicKey().ToAddress()
+    assert first.startswith("T")
 
 
 def test_loading_twice_keeps_one_row_per_asset_and_key():

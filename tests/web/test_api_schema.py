@@ -66,7 +66,8 @@ def test_every_api_route_is_documented():
             assert op["responses"], (path, method)
             errors = [code for code in op["responses"] if code.startswith("4")]
             assert errors and all(op["responses"][c] == {"$ref": f"#/components/responses/E{c}"} for c in errors)
-            assert op["security"] == ([] if path.startswith(("/offers", "/quotes", "/assets")) else [{"bearerAuth": []}])
+            public = path.startswith(("/offers", "/quotes", "/assets"))
+        assert op["security"] == ([] if public else [{"bearerAuth": []}])
 
 
 # Fuzzing ------------------------------------------------------------------------------------------
