@@ -17,7 +17,7 @@ PURE_MODULES = [
     "anchorgpu.planner.measured", "anchorgpu.planner.term", "anchorgpu.planner.run_cost", "anchorgpu.planner.purpose",
     "anchorgpu.planner.throughput_estimate", "anchorgpu.pilot.report_schema", "anchorgpu.simulations.child",
     "anchorgpu.chains.base", "anchorgpu.chains.rpc", "anchorgpu.chains.evm", "anchorgpu.chains.bitcoin",
-    "anchorgpu.chains.http", "anchorgpu.chains.esplora",
+    "anchorgpu.chains.http", "anchorgpu.chains.esplora", "anchorgpu.chains.tron_address", "anchorgpu.chains.keys",
     "anchorgpu.json_depth", "anchorgpu.pilot.stack", "anchorgpu.pilot.stack_rules", "anchorgpu.pilot.topology", "anchorgpu.pilot.check_report",
     "anchorgpu.fleet.inventory_parse", "anchorgpu.fleet.card_match", "anchorgpu.fleet.driver_compat",
     "anchorgpu.access.containers", "anchorgpu.access.health",

@@ -120,7 +120,7 @@ def test_the_asset_form_refuses_a_watch_url_it_cannot_use(chain):
 
     asset = chain.asset("eth")
     base = {f: getattr(asset, f) for f in ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id",
-                                           "decimals", "contract", "confirmations_required", "tolerance_bps",
+                                           "decimals", "contract", "confirmations_required", "finality", "tolerance_bps",
                                            "position", "is_active")}
     for url, message in [("ftp://node.example", "must start with http:// or https://"),
                          ("http://node.example/ key", "must not contain spaces")]:

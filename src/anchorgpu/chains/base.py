@@ -89,7 +89,7 @@ class LookupOutcome(str, Enum):
 @dataclass(frozen=True)
 class TxLookup:
     outcome: LookupOutcome
-    tip: int | None = None  # chain height when looked up
+    tip: int | None = None  # the height confirmations count from when looked up (``Watcher.counted_tip``)
     transfers: tuple[SeenTransfer, ...] = ()  # FOUND: every payment of the accepted asset to the address
     detail: dict = field(default_factory=dict)  # e.g. {"contract": "0x…"} for WRONG_ASSET
 
@@ -111,6 +111,12 @@ class Watcher:
     def head(self) -> BlockRef:
         """The chain tip, after checking the source is on the configured network."""
         raise NotImplementedError
+
+    def counted_tip(self, head: BlockRef) -> int:
+        """The height confirmations are counted from, read with ``head``: the tip itself, or on a network
+        whose asset waits for a finality tag, the tagged block (``safe``, ``finalized``). A transfer above it
+        has 0 confirmations however deep it is."""
+        return head.number
 
     def scan(self, addresses, first: int, last: int) -> list[SeenTransfer]:
         """Every payment of the accepted asset to any of ``addresses`` in blocks ``first..last``."""

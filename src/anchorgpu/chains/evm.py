@@ -28,6 +28,7 @@ ADDRESSES_PER_FILTER = 200  # providers cap the size of one topic list
 BLOCKS_PER_FILTER = 500  # and the block range of one eth_getLogs
 FULL_BLOCKS_PER_BATCH = 25  # a mainnet block with its transactions is a few hundred kB
 DECIMALS_CALL = "0x313ce567"  # decimals()
+FINALITY_TAGS = ("depth", "safe", "finalized")  # "depth": no tag, confirmations counted from the tip
 
 
 def _topic(address: str) -> str:
@@ -36,26 +37,32 @@ def _topic(address: str) -> str:
 
 class EvmWatcher(Watcher):
     def __init__(self, rpc: Rpc, *, chain_id: int, contract: str = "", network: str = "",
-                 decimals: int | None = None):
+                 decimals: int | None = None, finality: str = "depth"):
         """``decimals``: what the asset is configured with; a token contract reporting otherwise is refused
-        (the same token has 6 decimals on one chain and 18 on another)."""
+        (the same token has 6 decimals on one chain and 18 on another). ``finality``: "depth" counts
+        confirmations from the tip; "safe" or "finalized" from the block the node gives that tag."""
+        if finality not in FINALITY_TAGS:
+            raise ValueError(f"unknown finality rule {finality!r}")
         self.rpc = rpc
         self.chain_id = chain_id
         self.contract = contract.lower() if contract else ""
         self.network = network or f"evm:{chain_id}"
         self.decimals = decimals
+        self.finality = finality
         self._chain_checked = False
+        self._tagged: BlockRef | None = None  # the tagged block read with the last head()
 
     @classmethod
     def for_url(cls, url: str, *, chain_id: int, contract: str = "", network: str = "", timeout: float = 10.0,
-                decimals: int | None = None):
+                decimals: int | None = None, finality: str = "depth"):
         return cls(Rpc.for_url(url, timeout=timeout), chain_id=chain_id, contract=contract, network=network,
-                   decimals=decimals)
+                   decimals=decimals, finality=finality)
 
     @classmethod
     def for_web3(cls, w3: Web3, *, chain_id: int, contract: str = "", network: str = "",
-                 decimals: int | None = None):
-        return cls(Rpc(w3), chain_id=chain_id, contract=contract, network=network, decimals=decimals)
+                 decimals: int | None = None, finality: str = "depth"):
+        return cls(Rpc(w3), chain_id=chain_id, contract=contract, network=network, decimals=decimals,
+                   finality=finality)
 
     @property
     def calls(self) -> int:  # type: ignore[override]
@@ -74,7 +81,10 @@ class EvmWatcher(Watcher):
     # --- the tip ------------------------------------------------------------
 
     def head(self) -> BlockRef:
-        chain_id, block = self.rpc.many([("eth_chainId", []), ("eth_getBlockByNumber", ["latest", False])])
+        calls = [("eth_chainId", []), ("eth_getBlockByNumber", ["latest", False])]
+        if self.finality != "depth":
+            calls.append(("eth_getBlockByNumber", [self.finality, False]))
+        chain_id, block, *tagged = self.rpc.many(calls)
         found = self._read("chain id", coerce.quantity, chain_id)
         if found != self.chain_id:
             raise self.rpc.fail(f"the node is on chain id {found}, this asset is configured for {self.chain_id}")
@@ -88,7 +98,23 @@ class EvmWatcher(Watcher):
         self._chain_checked = True
         if block is None:
             raise self.rpc.fail("the node has no latest block")
-        return self._read("latest block", _block_ref, block)
+        head = self._read("latest block", _block_ref, block)
+        if tagged:
+            if tagged[0] is None:
+                raise self.rpc.fail(f"the node reports no {self.finality!r} block; the asset waits for one")
+            ref = self._read(f"{self.finality} block", _block_ref, tagged[0])
+            if ref.number > head.number:
+                # Read in one batch, a node may answer from two moments: the tip is the older read.
+                head = ref
+            self._tagged = ref
+        return head
+
+    def counted_tip(self, head: BlockRef) -> int:
+        if self.finality == "depth":
+            return head.number
+        if self._tagged is None:
+            raise self.rpc.fail(f"no {self.finality!r} block was read with the tip")
+        return min(self._tagged.number, head.number)
 
     def _check_chain(self) -> None:
         if not self._chain_checked:
@@ -268,9 +294,15 @@ class EvmWatcher(Watcher):
     def lookup(self, txid: str, address: str) -> TxLookup:
         self._check_chain()
         address = address.lower()
-        tx, receipt, tip = self.rpc.many([("eth_getTransactionByHash", [txid]), ("eth_getTransactionReceipt", [txid]),
-                                          ("eth_blockNumber", [])])
+        calls = [("eth_getTransactionByHash", [txid]), ("eth_getTransactionReceipt", [txid]), ("eth_blockNumber", [])]
+        if self.finality != "depth":
+            calls.append(("eth_getBlockByNumber", [self.finality, False]))
+        tx, receipt, tip, *tagged = self.rpc.many(calls)
         tip = self._read("block number", coerce.quantity, tip)
+        if tagged:  # confirmations count from the tagged block
+            if tagged[0] is None:
+                raise self.rpc.fail(f"the node reports no {self.finality!r} block; the asset waits for one")
+            tip = min(tip, self._read(f"{self.finality} block", _block_ref, tagged[0]).number)
         if tx is None:
             return TxLookup(LookupOutcome.NOT_FOUND, tip=tip)
         if receipt is None:

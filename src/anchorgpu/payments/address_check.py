@@ -3,13 +3,16 @@
 Bitcoin: native SegWit / Taproot (bech32, bech32m) or legacy base58check
 (P2PKH, P2SH) on the right network. EVM: ``0x`` and 40 hex digits; a
 mixed-case address must carry a valid EIP-55 checksum (a typo is caught).
-The result is the canonical form (lower-case bech32, EIP-55 checksummed)."""
+TRON: Base58Check ``T…`` with the mainnet version byte (the form wallets
+show; a hex form is refused, as customers never see it). The result is the
+canonical form (lower-case bech32, EIP-55 checksummed, Base58Check)."""
 
 from __future__ import annotations
 
 from bip_utils import Base58Decoder, SegwitBech32Decoder
 from Crypto.Hash import keccak
 
+from anchorgpu.chains.tron_address import TronAddressError, to_base58, to_hex20
 from anchorgpu.messages import DomainError, gettext_noop
 
 from .addresses import Scheme
@@ -50,6 +53,8 @@ def check_address(text: str, scheme: Scheme | str) -> str:
         if int(body, 16) == 0:
             raise AddressCheckError(gettext_noop("That is the zero address; funds sent there are lost."))
         return checksummed
+    if scheme is Scheme.TRON:
+        return _tron(value)
     hrp = _HRP[scheme]
     if value.lower().startswith(hrp + "1"):
         try:
@@ -68,3 +73,19 @@ def check_address(text: str, scheme: Scheme | str) -> str:
     if len(payload) != 21 or payload[0] not in _BASE58_VERSIONS[scheme]:
         raise AddressCheckError(gettext_noop("That is not a valid Bitcoin address for this network."))
     return value
+
+
+def _tron(value: str) -> str:
+    if value[:2] in ("0x", "0X") or value[:2] == "41":
+        raise AddressCheckError(gettext_noop("Give the TRON address as your wallet shows it: 34 characters "
+                                             "starting with “T”."))
+    if not value.startswith("T") or len(value) != 34:
+        raise AddressCheckError(gettext_noop("A TRON address is 34 characters starting with “T”."))
+    try:
+        hex20 = to_hex20(value)
+    except TronAddressError:
+        raise AddressCheckError(gettext_noop("That TRON address does not pass its checksum: check it for a typing "
+                                             "mistake.")) from None
+    if int(hex20, 16) == 0:
+        raise AddressCheckError(gettext_noop("That is the zero address; funds sent there are lost."))
+    return to_base58(value)

@@ -60,8 +60,8 @@ class AssetAdmin(admin.ModelAdmin):
     list_filter = ("is_active", "scheme", "network")
     search_fields = ("code", "symbol", "name", "contract")
     fields = ("code", "symbol", "name", "network", "network_name", "scheme", "chain_id", "decimals",
-              "quote_decimals", "contract", "confirmations_required", "tolerance_bps", "watch_url", "position",
-              "is_active")
+              "quote_decimals", "contract", "confirmations_required", "finality", "tolerance_bps", "watch_url",
+              "position", "is_active")
     form = AssetForm
     change_list_template = "admin/payments/asset/change_list.html"
 

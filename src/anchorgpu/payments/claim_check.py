@@ -22,6 +22,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome, TxLookup
+from anchorgpu.chains.keys import watch_key
 from anchorgpu.orders.models import OperatorEvent, Order
 from anchorgpu.orders.operator_events import operator_event_raise
 from anchorgpu.orders.states import OrderState
@@ -55,7 +56,7 @@ def claim_check(*, order: Order, watcher=None, timeout: float | None = None,
         if watcher is None:
             outcome = Outcome.NOT_WATCHED
         else:
-            found = watcher.lookup(txid, quote.address)
+            found = watcher.lookup(txid, watch_key(quote.address))
             outcome, confirmations, detail = _judge(order, asset, found, now)
             if outcome is Outcome.NOT_FOUND:
                 elsewhere = _elsewhere(asset, txid, quote.address, timeout)
@@ -123,7 +124,7 @@ def _elsewhere(asset: Asset, txid: str, address: str, timeout: float | None) -> 
         tried.add(other.network)
         try:
             watcher = watcher_for(other, timeout=timeout)
-            if watcher is not None and watcher.lookup(txid, address).outcome is not LookupOutcome.NOT_FOUND:
+            if watcher is not None and watcher.lookup(txid, watch_key(address)).outcome is not LookupOutcome.NOT_FOUND:
                 return other.network_name
         except ChainUnavailable as exc:
             log.info("claim check: %s could not be asked: %s", other.code, exc)

@@ -32,6 +32,7 @@ from anchorgpu.billing.models import CustomerReason
 from anchorgpu.billing.selectors import service_credit_units
 from anchorgpu.billing.services import credit_note_issue
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
+from anchorgpu.chains.keys import watch_key
 from anchorgpu.i18n import message
 from anchorgpu.orders import notify, rules
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
@@ -276,7 +277,7 @@ def refund_verify(*, refund: Refund, actor: str = CHAIN, watcher=None, now: date
         watcher = watcher or watcher_for(asset, timeout=settings.ANCHORGPU_WATCH_CLAIM_TIMEOUT)
         if watcher is None:
             return refund
-        found = watcher.lookup(refund.txid, refund.address)
+        found = watcher.lookup(refund.txid, watch_key(refund.address))
     except ChainUnavailable as exc:
         log.info("refund %s of %s could not be checked: %s", refund.txid, refund.order_id, exc)
         return refund

@@ -21,6 +21,7 @@ from anchorgpu.allocation.models import Booking
 from anchorgpu.audit.services import audit_record
 from anchorgpu.billing.selectors import service_credit_units
 from anchorgpu.billing.services import invoice_issue
+from anchorgpu.chains.keys import watch_key
 from anchorgpu.i18n import message
 from anchorgpu.orders import extensions, operator_events, rules, term_slide
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
@@ -89,7 +90,7 @@ def _keep_hold(order: Order, *, until: datetime, actor: str, now: datetime, reas
 def refund_address_problem(order: Order, address: str) -> str | None:
     """Why ``address`` (checked for the network) cannot receive the order's refund: "deposit" (the order's own
     deposit address) or "sender" (a payment came from it, perhaps an exchange's); None when it can."""
-    if address.lower() == order.quote.address.lower():
+    if watch_key(address) == watch_key(order.quote.address):
         return "deposit"
     if order.transfers.filter(sender__iexact=address).exists():
         return "sender"

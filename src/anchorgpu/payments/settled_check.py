@@ -46,6 +46,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from anchorgpu.chains.base import BlockRef, ChainUnavailable, SeenTransfer, Watcher
+from anchorgpu.chains.keys import watch_key
 from anchorgpu.orders.transitions import order_lock
 
 from .chain_alerts import chain_alert_raise
@@ -121,7 +122,7 @@ def credited_by_address(asset: Asset, by_address: dict[str, Quote], *, settled_o
                            confirmations__gte=F("order__quote__confirmations_required"))
     totals: dict[str, int] = {}
     for paid_to, own, amount in rows.values_list("paid_to", "order__quote__address", "amount"):
-        address = (paid_to or own).lower()
+        address = watch_key(paid_to or own)
         totals[address] = totals.get(address, 0) + int(amount)  # amounts are stored as digits
     return totals
 
@@ -161,9 +162,11 @@ def _settled_read(asset: Asset, watcher: Watcher, head: BlockRef, now: datetime,
 
 
 def settled_write(reads: SettledReads, *, asset: Asset, by_address: dict[str, Quote], tip: int,
-                  skip: set[tuple[str, int]], now: datetime, guarded) -> int:
+                  skip: set[tuple[str, int]], now: datetime, guarded, counted: int | None = None) -> int:
     """Act on what ``settled_read`` found; ``guarded(what, write)`` runs each write (the poll's error
-    handling). Returns how many transfers were taken away."""
+    handling). ``counted``: the height confirmations count from (``Watcher.counted_tip``; the tip by
+    default). Returns how many transfers were taken away."""
+    counted = tip if counted is None else counted
     if reads.error:
         return 0  # the poll reports it (PollReport.failures)
     withdrawn = 0
@@ -178,7 +181,7 @@ def settled_write(reads: SettledReads, *, asset: Asset, by_address: dict[str, Qu
             found.append(row.pk)
         elif verdict is Verdict.MOVED:
             guarded(f"move settled {row}", lambda row=row, now_at=now_at: transfer_observe(
-                order=row.order, seen=_again(row, now_at), tip=tip, now=now))
+                order=row.order, seen=_again(row, now_at), tip=counted, now=now))
         elif verdict is Verdict.GONE:
             withdrawn += 1
             there = reads.canonical.get(row.block_number) or ""
@@ -195,7 +198,7 @@ def settled_write(reads: SettledReads, *, asset: Asset, by_address: dict[str, Qu
         if judge(block_number=row.block_number, block_hash=row.block_hash, now_at=now_at, canonical=reads.canonical,
                  tip=tip) in (Verdict.FOUND, Verdict.MOVED):
             guarded(f"restore {row}", lambda row=row, now_at=now_at: transfer_observe(
-                order=row.order, seen=_again(row, now_at), tip=tip, now=now))
+                order=row.order, seen=_again(row, now_at), tip=counted, now=now))
     if reads.short:
         guarded("compare balances", lambda: _balance_alerts(reads, asset, by_address, now))
     return withdrawn
@@ -206,7 +209,7 @@ def _found(pks: list[int], now: datetime) -> None:
 
 
 def _again(row: Transfer, block: BlockRef) -> SeenTransfer:
-    return SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
+    return SeenTransfer(txid=row.txid, index=row.index, to=watch_key(row.order.quote.address), amount=row.amount,
                         sender=row.sender, block=block)
 
 

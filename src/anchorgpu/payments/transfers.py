@@ -24,6 +24,7 @@ from django.utils.translation import gettext_lazy as _l
 
 from anchorgpu.audit.services import audit_record
 from anchorgpu.chains.base import ChainUnavailable, LookupOutcome
+from anchorgpu.chains.keys import watch_key
 from anchorgpu.i18n import message
 from anchorgpu.orders.errors import InvalidOrder, NotAllowedNow
 from anchorgpu.orders.models import Order
@@ -152,7 +153,7 @@ def transfer_record_from_chain(*, order: Order, txid: str, actor: str, note: str
         if watcher is None:
             raise NotAllowedNow(_("%(asset)s is not watched on chain; record the transfer as the explorer shows "
                                   "it.") % {"asset": asset.symbol}, code="not_watched")
-        found = watcher.lookup(txid, quote.address)
+        found = watcher.lookup(txid, watch_key(quote.address))
     except ChainUnavailable as exc:
         raise NotAllowedNow(_("The node for %(asset)s could not be read (%(error)s); nothing was recorded. Try "
                               "again in a moment.") % {"asset": asset.symbol, "error": exc}, code="chain_unavailable"

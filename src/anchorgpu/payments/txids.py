@@ -15,7 +15,9 @@ class TxIdError(DomainError):
 
 
 def normalise_txid(text: str, *, chain: str) -> str:
-    """``chain`` is "btc" (64 hex digits, no prefix) or "evm" (``0x`` and 64 hex digits)."""
+    """``chain`` is "btc" (64 hex digits, no prefix), "evm" (``0x`` and 64 hex digits) or "tron" (64 hex
+    digits as TRON's explorers show them, or with ``0x`` as its JSON-RPC writes them; kept with ``0x`` so the
+    pasted id and the watcher's read of it are one transaction)."""
     value = (text or "").strip().lower()
     if chain == "btc":
         if value.startswith("0x"):
@@ -29,4 +31,11 @@ def normalise_txid(text: str, *, chain: str) -> str:
         if value == "0x" + "0" * 64:
             raise TxIdError(gettext_noop("That transaction hash is all zeros."))
         return value
+    if chain == "tron":
+        body = value[2:] if value.startswith("0x") else value
+        if not _HEX64.fullmatch(body):
+            raise TxIdError(gettext_noop("A TRON transaction id is 64 hexadecimal characters."))
+        if body == "0" * 64:
+            raise TxIdError(gettext_noop("That transaction id is all zeros."))
+        return "0x" + body
     raise TxIdError(gettext_noop("Unknown chain “%(chain)s”."), chain=chain)

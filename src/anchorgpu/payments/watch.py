@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from anchorgpu.chains.base import BlockRef, ChainUnavailable, LookupOutcome, SeenTransfer, Watcher
+from anchorgpu.chains.keys import watch_key
 
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
@@ -52,6 +53,7 @@ class PollReport:
 @dataclass
 class _Reads:
     head: BlockRef
+    counted: int  # the height confirmations are counted from (the tip, or the asset's finality-tagged block)
     span: tuple[int, int] | None
     seen: list[SeenTransfer]
     unsettled: list[Transfer]
@@ -109,13 +111,14 @@ def _span(state: WatchState, head: BlockRef, depth: int,
 
 def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> tuple[_Reads, dict[str, Quote]]:
     head = watcher.head()
+    counted = watcher.counted_tip(head)
     # The open quotes are read after the tip: a quote made later cannot have been paid in a block up to it.
     quotes = open_quotes(asset, _since(state, now))
-    by_address = {q.address.lower(): q for q in quotes}
+    by_address = {watch_key(q.address): q for q in quotes}
     if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
         # No new block: nothing changed on chain, but an unmined transfer may have left the mempool.
         waiting, dropped = _dropped(asset, watcher)
-        return _Reads(head, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
+        return _Reads(head, counted, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
     # Quotes keep the confirmations they were made with, even after the operator changes the asset's.
     required = max([asset.confirmations_required, *(q.confirmations_required for q in quotes)])
     span, recent = _span(state, head, max(required, RECENT_BLOCKS), watcher)
@@ -134,7 +137,8 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     unmined = [t for t in unsettled if not t.block_hash and where.get(t.txid) is None]
     _waiting, dropped = _dropped(asset, watcher, unmined)
     settled = settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
-    return _Reads(head, span, seen, unsettled, where, canonical, balances, recent, dropped, settled), by_address
+    reads = _Reads(head, counted, span, seen, unsettled, where, canonical, balances, recent, dropped, settled)
+    return reads, by_address
 
 
 def _dropped(asset: Asset, watcher: Watcher, rows: list[Transfer] | None = None) -> tuple[list[Transfer], set[str]]:
@@ -146,7 +150,7 @@ def _dropped(asset: Asset, watcher: Watcher, rows: list[Transfer] | None = None)
     gone = set()
     for txid in sorted({t.txid for t in rows}):
         address = next(t.address for t in rows if t.txid == txid)  # where it was paid, even if reassigned since
-        if watcher.lookup(txid, address).outcome is LookupOutcome.NOT_FOUND:
+        if watcher.lookup(txid, watch_key(address)).outcome is LookupOutcome.NOT_FOUND:
             gone.add(txid)
     return rows, gone
 
@@ -185,14 +189,14 @@ def watch_poll(asset: Asset, *, watcher: Watcher | None = None, now: datetime | 
 def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: PollReport,
            now: datetime) -> int | None:
     """Write what the reads found; returns the lowest block whose transfer could not be written."""
-    tip = reads.head.number
+    tip, counted = reads.head.number, reads.counted
     retry_from = None
     for seen in reads.seen:
         quote = by_address.get(seen.to)
         if quote is None:
             continue
         if not _guarded(report, f"record {seen.txid}:{seen.index}",
-                        partial(transfer_observe, order=quote.order, seen=seen, tip=tip, now=now)):
+                        partial(transfer_observe, order=quote.order, seen=seen, tip=counted, now=now)):
             height = seen.block.number if seen.block else reads.span[0]
             retry_from = height if retry_from is None else min(retry_from, height)
     fresh = {(t.txid, t.index) for t in reads.seen}
@@ -220,13 +224,14 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
             continue  # still in the mempool, or the node is behind: looked at again next poll
         if block.number > tip or reads.canonical.get(block.number) != block.hash:
             continue  # a receipt naming a block the chain does not have (yet): not believed
-        again = SeenTransfer(txid=row.txid, index=row.index, to=row.order.quote.address.lower(), amount=row.amount,
+        again = SeenTransfer(txid=row.txid, index=row.index, to=watch_key(row.order.quote.address), amount=row.amount,
                              sender=row.sender, block=block)
-        _guarded(report, f"update {row}", partial(transfer_observe, order=row.order, seen=again, tip=tip, now=now))
+        _guarded(report, f"update {row}", partial(transfer_observe, order=row.order, seen=again, tip=counted,
+                                                  now=now))
     if reads.settled.error:
         report.failures.append(f"settled transfers not checked: {reads.settled.error}")
-    report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, skip=fresh,
-                                      now=now, guarded=lambda what, write: _guarded(report, what, write))
+    report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, counted=counted,
+                                      skip=fresh, now=now, guarded=lambda what, write: _guarded(report, what, write))
     if reads.balances:
         _note_balances(asset, reads.balances, by_address)
     return retry_from

@@ -49,7 +49,7 @@ def watcher_for(asset: Asset, *, timeout: float | None = None) -> Watcher | None
         if not asset.chain_id:
             raise ChainUnavailable("the asset has no EVM chain id", endpoint=asset.code)
         return EvmWatcher.for_url(url, chain_id=asset.chain_id, contract=asset.contract, network=asset.network,
-                                  timeout=timeout, decimals=asset.decimals)
+                                  timeout=timeout, decimals=asset.decimals, finality=asset.finality)
     from anchorgpu.chains.esplora import BitcoinWatcher
 
     network = "testnet" if asset.scheme == Scheme.BTC_TESTNET else "bitcoin"

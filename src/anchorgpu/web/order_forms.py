@@ -25,6 +25,9 @@ class ClaimForm(forms.Form):
         try:
             return normalise_txid(value, chain=self.chain)
         except TxIdError:
+            if self.chain == "tron":
+                raise forms.ValidationError(_("A TRON transaction id is 64 hexadecimal characters, as TRONSCAN "
+                                              "shows it.")) from None
             if self.chain == "evm":
                 raise forms.ValidationError(_("An Ethereum transaction hash is “0x” followed by 64 hexadecimal "
                                               "characters.")) from None
