@@ -7,6 +7,7 @@ import pytest
 from bip_utils import Base58Decoder, Bip39SeedGenerator, Bip44, Bip44Changes, Bip44Coins
 from eth_utils import is_checksum_address
 
+from anchorgpu.chains import tron_address
 from anchorgpu.payments import demo
 from anchorgpu.payments.addresses import derive_address
 from anchorgpu.payments.demo import load_payments
@@ -63,6 +64,7 @@ def test_token_contracts_are_well_formed_and_differ_per_network():
         else:
             raw = Base58Decoder.CheckDecode(asset.contract)  # raises on a bad checksum
             assert raw[0] == 0x41 and len(raw) == 21 and asset.contract.startswith("T")
+            assert tron_address.is_base58(asset.contract) and tron_address.to_hex21(asset.contract) == raw.hex()
     assert Asset.objects.get(code="usdt-tron").contract == "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"
 
 

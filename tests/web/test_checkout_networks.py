@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from anchorgpu.orders import notify
 from anchorgpu.orders.models import Order
-from anchorgpu.payments.demo import USDC_BASE
+from anchorgpu.payments.addresses import derive_address
+from anchorgpu.payments.demo import DEMO_XPUB_TRON, USDC_BASE
 from anchorgpu.payments.uri import payment_uri, qr_svg
 from tests import shop
 from tests.web.test_checkout import checkout_url, form_data
@@ -120,3 +121,22 @@ def test_the_order_email_names_the_network(mailoutbox):
     body = mailoutbox[0].body
     assert "on TRON (TRC-20) to:" in body and order.quote.address in body
     assert TRON_WARNING in body
+
+
+def test_a_tron_order_takes_a_tron_transaction_id_and_a_tron_refund_address(customer_client):
+    customer_client.post(checkout_url(), form_data(coin="USDT", asset="usdt-tron"))
+    order = Order.objects.get()
+    claim = reverse("order_claim_payment", kwargs={"reference": order.reference})
+    refused = customer_client.post(claim, {"txid": "0x" + "ab" * 31})  # too short
+    assert refused.status_code == 400 and "A TRON transaction id is 64 hexadecimal characters" in \
+        refused.content.decode()
+    assert customer_client.post(claim, {"txid": "ab" * 32}).status_code == 302
+    order.refresh_from_db()
+    assert order.state == "payment_claimed" and order.claimed_txid == "0x" + "ab" * 32
+    refund = reverse("order_refund_address", kwargs={"reference": order.reference})
+    evm = customer_client.post(refund, {"address": "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"})
+    assert evm.status_code == 400  # an Ethereum address cannot take a refund on TRON
+    tron_refund = derive_address(DEMO_XPUB_TRON, "tron", 7)  # some other TRON account
+    assert customer_client.post(refund, {"address": tron_refund}).status_code == 302
+    order.refresh_from_db()
+    assert order.refund_address == tron_refund
