@@ -53,3 +53,17 @@ def test_an_order_by_api_in_a_listed_asset_is_quoted_on_that_network(client):
     assert quote["payment_uri"].startswith(f"ethereum:{chosen['contract']}@56/transfer?address=")
     tron = api.post("/api/v1/orders", order_body(asset="usdt-tron"), key="usdt-on-tron")
     assert tron.status_code == 201 and tron.json()["quote"]["payment_uri"] == tron.json()["quote"]["address"]
+
+
+def test_the_api_still_requires_the_asset_and_takes_no_coin_field(client):
+    shop.load_shop()
+    schema = client.get("/api/v1/openapi.json").json()["components"]["schemas"]["OrderRequest"]
+    assert "asset" in schema["required"] and "coin" not in schema["properties"]
+    _token, secret = api_token_create(user=shop.customer(), name="test")
+    api = Api(client, secret)
+    body = order_body()
+    del body["asset"]
+    missing = api.post("/api/v1/orders", body, key="no-asset")
+    assert missing.status_code == 400 and "asset" in missing.json()["error"]["fields"]
+    coin = api.post("/api/v1/orders", {**body, "coin": "USDT"}, key="a-coin")
+    assert coin.status_code == 400  # an unknown field

@@ -80,8 +80,10 @@ class QuoteRequest(Schema):
 
 
 class OrderRequest(Schema):
+    # The page may take a coin alone (one on a single network); the API always names the asset, the coin on
+    # its network (GET /assets lists them).
     model_config = _request_config([name for name, field in CheckoutForm.base_fields.items()
-                                    if field.required and name != "start_mode"] + ["product"])
+                                    if field.required and name != "start_mode"] + ["product", "asset"])
 
     product: Text = documented(**slug())
     quantity: Whole = documented(**_QUANTITY)
@@ -106,7 +108,7 @@ class OrderRequest(Schema):
         "description": "Saved keys to install, besides or instead of ssh_keys: at least one key in all."})
     purpose: Text = documented("What the rental is for (optional; the planner's advice follows it).",
                                enum=["", *PURPOSES])
-    asset: Text = documented(**slug())
+    asset: Text = documented("One coin on one network, e.g. usdt-tron, as GET /assets lists them.", **slug())
     accept: Flag = documented("The customer has read that the term is fixed, that disks are wiped at its end and "
                               "are not a backup.", const=True)
 
