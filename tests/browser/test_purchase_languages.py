@@ -178,7 +178,7 @@ def test_a_new_customer_buys_an_h100_in_their_language(store, browser, lang):
 
         page.locator("#id_country").select_option("PT")
         page.locator("#id_ssh_keys").fill(shop.ED25519)
-        page.locator("#id_asset").select_option("btc")
+        page.locator("input[name=coin][value=BTC]").check()
         page.locator("#id_accept").check()
         place.click()
 

@@ -24,7 +24,8 @@ PUBLIC, SIGNED_IN, OWNER, OPERATORS = "public", "signed in", "owner", "operators
 # name -> (who may use it, GET status for someone allowed, or None when GET is not its method)
 ACCESS = {
     "healthz": (PUBLIC, 200), "readyz": (PUBLIC, 200), "metrics": (OPERATORS, 403),
-    "api-offers": (PUBLIC, 200), "api-offer-detail": (PUBLIC, 200), "api-openapi": (PUBLIC, 200),
+    "api-offers": (PUBLIC, 200), "api-offer-detail": (PUBLIC, 200), "api-assets": (PUBLIC, 200),
+    "api-openapi": (PUBLIC, 200),
     "api-quotes": (PUBLIC, None), "api-orders": (SIGNED_IN, 200), "api-order": (OWNER, 200),
     "api-order-paid": (OWNER, None), "api-order-cancel": (OWNER, None),
     "api-order-extension": (OWNER, 200), "api-order-extend": (OWNER, None),

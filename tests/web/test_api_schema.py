@@ -26,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from anchorgpu.accounts.api_tokens import api_token_create
 from anchorgpu.api import urls as api
 from anchorgpu.api.openapi import openapi
+from anchorgpu.payments.models import Asset
 from tests import shop
 
 FIXED = openapi()  # no database: the shape only
@@ -46,7 +47,11 @@ def test_the_served_schema_is_valid_and_lists_what_is_on_sale(client):
     schema = response.json()
     validate(schema)
     order = schema["components"]["schemas"]["OrderRequest"]["properties"]
-    assert set(order["asset"]["enum"]) == {"btc", "eth", "usdc-ethereum"}
+    accepted = set(Asset.objects.filter(is_active=True).values_list("code", flat=True))
+    assert set(order["asset"]["enum"]) == accepted and {"btc", "eth", "usdc-ethereum", "usdt-tron"} <= accepted
+    Asset.objects.filter(code="usdt-tron").update(is_active=False)  # what is no longer accepted is not listed
+    order = client.get("/api/v1/openapi.json").json()["components"]["schemas"]["OrderRequest"]["properties"]
+    assert set(order["asset"]["enum"]) == accepted - {"usdt-tron"}
     assert "h100-sxm-80gb" in order["product"]["enum"] and order["term"]["enum"] == [3, 7, 30]
     assert "enum" not in FIXED["components"]["schemas"]["OrderRequest"]["properties"]["asset"]
 
@@ -61,7 +66,8 @@ def test_every_api_route_is_documented():
             assert op["responses"], (path, method)
             errors = [code for code in op["responses"] if code.startswith("4")]
             assert errors and all(op["responses"][c] == {"$ref": f"#/components/responses/E{c}"} for c in errors)
-            assert op["security"] == ([] if path.startswith(("/offers", "/quotes")) else [{"bearerAuth": []}])
+            public = path.startswith(("/offers", "/quotes", "/assets"))
+        assert op["security"] == ([] if public else [{"bearerAuth": []}])
 
 
 # Fuzzing ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC
 
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from anchorgpu.billing import tax
 from anchorgpu.billing.words import order_vat_note
@@ -14,6 +15,7 @@ from anchorgpu.orders.models import Order as OrderRow
 from anchorgpu.orders.term_slide import is_sliding
 from anchorgpu.payments.claim_check import describe, latest_claim_check
 from anchorgpu.payments.services import payment_status
+from anchorgpu.payments.uri import carries_amount
 from anchorgpu.pilotreports.services import report_summary
 
 from . import schemas as s
@@ -82,6 +84,14 @@ def _summary_fields(order: OrderRow) -> dict:
 
 def order_summary(order: OrderRow) -> s.OrderSummary:
     return s.OrderSummary(**_summary_fields(order))
+
+
+def payment_asset(asset) -> s.PaymentAsset:
+    return s.PaymentAsset(
+        asset=asset.code, symbol=asset.symbol, name=gettext(asset.name), network=asset.network,
+        network_name=gettext(asset.network_name), chain_id=asset.chain_id, contract=asset.contract or None,
+        decimals=asset.decimals, confirmations_required=asset.confirmations_required, finality=asset.finality,
+        uri_carries_amount=carries_amount(asset.scheme))
 
 
 def _payment_quote(order: OrderRow, quote, evaluation) -> s.PaymentQuote:

@@ -12,6 +12,7 @@ from anchorgpu.catalog import answer_cache
 from anchorgpu.catalog import offers as offers_selector
 from anchorgpu.catalog.models import Product
 from anchorgpu.catalog.selectors import environments_for
+from anchorgpu.payments.selectors import assets_accepted
 from anchorgpu.web import catalog_cache
 from anchorgpu.web.forms import OfferQueryForm, ProductQueryForm
 
@@ -73,6 +74,27 @@ def offer_detail(request, slug: str):
                                       not_before=data["start"], options=data["options"])
     return answers.offer_detail(offer, environment=data["environment"], environments=environments_for(product),
                                 options=data["options"])
+
+
+_SYMBOL = {"name": "symbol", "in": "query", "required": False,
+           "schema": {"type": "string", "minLength": 1, "maxLength": 12, "pattern": "^[A-Za-z0-9]+$"},
+           "description": "Only this coin's networks, e.g. USDT (any case)."}
+
+
+@router.get("/assets", url_name="api-assets", operation_id="listAssets", auth=None,
+            summary="What orders may be paid in: each coin on each network, in the checkout's order.",
+            response={200: list[s.PaymentAsset], **errors(400)}, openapi_extra={"parameters": [_SYMBOL]})
+def assets(request):
+    rows = list(assets_accepted())
+    symbol = request.GET.get("symbol")
+    if symbol is not None:
+        coins = list(dict.fromkeys(asset.symbol for asset in rows))
+        wanted = symbol.strip().upper()
+        if wanted not in coins:
+            return api_error(400, "unknown_coin", _("No coin “%(symbol)s” is accepted. Accepted: %(coins)s.")
+                             % {"symbol": symbol[:12], "coins": ", ".join(coins)})
+        rows = [asset for asset in rows if asset.symbol == wanted]
+    return [answers.payment_asset(asset) for asset in rows]
 
 
 def body_product(payload) -> Product:

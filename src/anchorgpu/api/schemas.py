@@ -80,8 +80,10 @@ class QuoteRequest(Schema):
 
 
 class OrderRequest(Schema):
+    # The page may take a coin alone (one on a single network); the API always names the asset, the coin on
+    # its network (GET /assets lists them).
     model_config = _request_config([name for name, field in CheckoutForm.base_fields.items()
-                                    if field.required and name != "start_mode"] + ["product"])
+                                    if field.required and name != "start_mode"] + ["product", "asset"])
 
     product: Text = documented(**slug())
     quantity: Whole = documented(**_QUANTITY)
@@ -106,7 +108,7 @@ class OrderRequest(Schema):
         "description": "Saved keys to install, besides or instead of ssh_keys: at least one key in all."})
     purpose: Text = documented("What the rental is for (optional; the planner's advice follows it).",
                                enum=["", *PURPOSES])
-    asset: Text = documented(**slug())
+    asset: Text = documented("One coin on one network, e.g. usdt-tron, as GET /assets lists them.", **slug())
     accept: Flag = documented("The customer has read that the term is fixed, that disks are wiped at its end and "
                               "are not a backup.", const=True)
 
@@ -156,6 +158,27 @@ class Links(Closed):
     page: str
 
 
+class PaymentAsset(Closed):
+    """One coin on one network that orders may be paid in: a client picks the coin (``symbol``), then the
+    network, and sends the row's ``asset`` slug."""
+
+    asset: Slug = Field(description="What an order or an extension's ``asset`` takes.")
+    symbol: str = Field(description="The coin, e.g. USDT; the same coin on several networks has several rows.")
+    name: str
+    network: str = Field(description="The network's slug, e.g. ethereum, tron, base, arbitrum, polygon, bsc.")
+    network_name: str = Field(description="The network as people name it, with its token standard where one is "
+                                          "usual, in the request's language where the catalogs have it.")
+    chain_id: int | None = Field(description="The network's eth_chainId (EVM and TRON), else null.")
+    contract: str | None = Field(description="The token contract on that network (0x… or T…); null for the "
+                                             "network's own coin. Only this contract's token pays.")
+    decimals: int
+    confirmations_required: int
+    finality: Literal["depth", "safe", "finalized"] = Field(
+        description="depth: confirmations counted from the tip; safe / finalized: from the block the node tags so.")
+    uri_carries_amount: bool = Field(description="Whether the quote's payment_uri asks for the amount (BIP21, "
+                                                 "EIP-681); false on TRON, where it is the bare address.")
+
+
 class PaymentQuote(Closed):
     asset: Slug
     symbol: str
@@ -168,7 +191,9 @@ class PaymentQuote(Closed):
     tolerance: Units
     address: str
     payment_uri: str = Field(description="A BIP21 / EIP-681 URI for what is still to pay: the whole amount, or "
-                                         "what is missing once an order is underpaid.")
+                                         "what is missing once an order is underpaid. On TRON, which has no "
+                                         "such URI that wallets agree on, the bare deposit address: send the "
+                                         "amount as amount_display says.")
     rate: Money
     rate_currency: str = Field(max_length=3)
     rate_source: str

@@ -19,6 +19,7 @@ from anchorgpu.orders.ssh_keys import MAX_KEYS, SSHKeyError, parse_keys
 from anchorgpu.payments.selectors import assets_accepted
 from anchorgpu.planner_pages.run_plans import run_plan_for_order
 
+from . import checkout_asset
 from .forms import checked_start
 
 MAX_KEYS_TEXT = 40_000
@@ -74,9 +75,13 @@ class CheckoutForm(forms.Form):
         error_messages={"invalid_choice": _("“%(value)s” is not one of your saved keys."),
                         "invalid_pk_value": _("“%(pk)s” is not one of your saved keys.")})
     save_keys = forms.BooleanField(label=_("Save the keys pasted above to my account"), required=False)
+    # How the customer pays: the coin, then its network (``checkout_asset``). ``asset`` is the network's row,
+    # what the order takes (and all the JSON API sends); ``coin`` alone will do for a coin on one network.
+    coin = forms.ChoiceField(label=_("Coin"), required=False, choices=[], widget=forms.RadioSelect,
+                             error_messages={"invalid_choice": checkout_asset.UNKNOWN_COIN})
     asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
-                                   to_field_name="code",
-                                   error_messages={"invalid_choice": _("Choose one of the assets listed.")})
+                                   to_field_name="code", required=False, widget=forms.RadioSelect,
+                                   error_messages={"invalid_choice": checkout_asset.UNKNOWN_NETWORK})
     # Made when the page is shown: pressing "Place the order" twice places one order.
     submission = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     # What the rental is for (kept on the order), and the planner's run plan the customer came with (signed).
@@ -100,7 +105,11 @@ class CheckoutForm(forms.Form):
         # Catalog names in the reader's language where the catalogs carry them.
         self.fields["environment"].label_from_instance = lambda env: gettext(env.name)
         self.fields["options"].label_from_instance = lambda option: gettext(option.name)
-        self.fields["asset"].label_from_instance = lambda asset: f"{asset.symbol} · {gettext(asset.network_name)}"
+        self.fields["asset"].label_from_instance = checkout_asset.network_label
+        self.accepted_assets = list(self.fields["asset"].queryset)
+        self.fields["coin"].choices = checkout_asset.coin_choices(self.accepted_assets)
+        if self.fields["coin"].choices and not self.initial.get("coin"):
+            self.initial["coin"] = self.fields["coin"].choices[0][0]
         self.fields["country"].choices = [("", _("Choose…"))] + list(countries)
         if product.cards_per_unit > 1:
             self.fields["quantity"].label = _("Lots")
@@ -151,7 +160,18 @@ class CheckoutForm(forms.Form):
             self.add_error("start", _("Give the start date and time, or choose “as soon as possible”."))
         if "ssh_keys" not in self.errors and "saved_keys" not in self.errors:
             self._join_saved_keys(list(cleaned.get("saved_keys") or []))
+        if "coin" not in self.errors and "asset" not in self.errors:
+            asset, where, problem = checkout_asset.chosen_asset(coin=cleaned.get("coin") or "",
+                                                                asset=cleaned.get("asset"), assets=self.accepted_assets)
+            if problem:
+                self.add_error(where, problem)
+            else:
+                cleaned["asset"], cleaned["coin"] = asset, asset.symbol
         return cleaned
+
+    def payment_groups(self) -> list[checkout_asset.CoinGroup]:
+        """Each coin with its networks, for the page."""
+        return checkout_asset.groups(self["coin"], self["asset"], self.accepted_assets)
 
     def _join_saved_keys(self, saved) -> None:
         """The pasted keys, then the ticked saved ones not pasted too; checked as pasted keys are."""

@@ -33,7 +33,7 @@ from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
-from anchorgpu.payments.uri import payment_uri, qr_svg
+from anchorgpu.payments.uri import carries_amount, payment_uri, qr_svg
 from anchorgpu.planner_pages.run_plans import plan_at_checkout
 
 from . import checkout_price, checkout_refusals, order_extend, order_forms, timeline
@@ -232,6 +232,7 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "quote": quote,
         "qr_svg": qr_svg(pay_uri) if pay_uri else "",
         "pay_uri": pay_uri,
+        "qr_has_amount": bool(quote) and carries_amount(quote.scheme),  # TRON: the address only (payments.uri)
         "demo_keys": bool(quote) and getattr(settings, "ANCHORGPU_ALLOW_TEST_KEYS", False),
         "pay_units": page.units_due,  # what to send now, in base units (the templates format it)
         "evaluation": evaluation,

@@ -28,5 +28,5 @@ def payment_next(order, quote, *, now: datetime) -> dict:
         return {}
     asset = quote.asset
     wait = confirmation_estimate(confirmations=quote.confirmations_required, network=asset.network,
-                                 chain=asset.chain)
+                                 chain=asset.chain, finality=asset.finality)
     return {"confirm_wait": wait_text(int(wait.total_seconds() // 60))}
