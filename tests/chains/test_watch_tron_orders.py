@@ -38,11 +38,13 @@ class TronShop:
         self.node = node
         self.chain = node.chain
         shop.load_shop()
-        DepositKey.objects.create(scheme="tron", extended_public_key=TRON_XPUB, label="bip_utils TRON test vector")
-        self.asset = Asset.objects.create(
-            code="usdt-tron", symbol="USDT", name="Tether USD", network="tron", network_name="TRON (TRC-20)",
+        # The demo has the same key and a USDT-on-TRON asset: the test pins each field it relies on.
+        DepositKey.objects.update_or_create(scheme="tron", defaults=dict(
+            extended_public_key=TRON_XPUB, label="bip_utils TRON test vector"))
+        self.asset, _ = Asset.objects.update_or_create(code="usdt-tron", defaults=dict(
+            symbol="USDT", name="Tether USD", network="tron", network_name="TRON (TRC-20)",
             scheme="tron", decimals=6, quote_decimals=2, contract=USDT, confirmations_required=1,
-            finality="finalized", tolerance_bps=10, watch_url=node.url, position=9)
+            finality="finalized", tolerance_bps=10, watch_url=node.url, position=9, is_active=True))
         Rate.objects.create(asset=self.asset, currency="USD", price=Decimal("1.00"),
                             observed_at=timezone.now() - timedelta(seconds=1), source="test", entered_by="test")
         self.customer = shop.customer()
