@@ -107,6 +107,3 @@ class NetworkShop:
         for slug in [on] if on else list(self.chains):
             evm.mine(self.w3(slug), n)
 
-
-def units(slug: str, dollars: int) -> int:
-    return dollars * 10 ** BY_SLUG[slug].usdt_decimals

@@ -15,7 +15,7 @@ from anchorgpu.payments.models import Asset, ClaimCheck, StrayTransfer, Transfer
 from anchorgpu.payments.services import payment_claim
 from anchorgpu.payments.watch import watch_poll_all
 from tests.chains import evm_support as evm
-from tests.chains.networks_support import CONFIRMATIONS, NETWORKS, NetworkShop, units
+from tests.chains.networks_support import CONFIRMATIONS, NETWORKS, NetworkShop
 from tests.chains.watch_support import fresh
 
 pytestmark = pytest.mark.django_db
@@ -187,3 +187,71 @@ def test_a_node_on_the_wrong_chain_id_stops_its_own_network_only(anvil_nets, net
     Asset.objects.filter(code="usdt-base").update(watch_url=network_nodes["base"])  # fixed by the operator
     watch_poll_all()
     assert fresh(base).state == "paid" and Transfer.objects.filter(order=base).count() == 1
+
+
+class _TronNode:
+    """Stands in for the TRON watcher (another part of the shop): TRON knows none of these ids."""
+
+    network = "tron"
+    calls = round_trips = 0
+
+    def __init__(self):
+        self.asked = []
+
+    def lookup(self, txid, address):
+        from anchorgpu.chains.base import LookupOutcome, TxLookup
+
+        self.asked.append((txid, address))
+        return TxLookup(LookupOutcome.NOT_FOUND, tip=100)
+
+
+def _tron_asset() -> Asset:
+    """USDT on TRON, with a deposit key derived from the public BIP39 test mnemonic ("abandon … about")."""
+    from decimal import Decimal
+
+    from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from anchorgpu.payments.models import DepositKey, Rate
+
+    seed = Bip39SeedGenerator("abandon " * 11 + "about").Generate()
+    xpub = Bip44.FromSeed(seed, Bip44Coins.TRON).Purpose().Coin().Account(0).PublicKey().ToExtended()
+    DepositKey.objects.get_or_create(scheme="tron", defaults=dict(extended_public_key=xpub, label="test"))
+    asset = Asset.objects.create(code="usdt-tron", symbol="USDT", name="Tether USD", network="tron",
+                                 network_name="TRON (TRC-20)", scheme="tron", decimals=6, quote_decimals=2,
+                                 contract="TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",  # USDT's TRC-20 contract
+                                 confirmations_required=19, finality="finalized", position=1)
+    Rate.objects.create(asset=asset, currency="USD", price=Decimal("1.00"),
+                        observed_at=timezone.now() - timedelta(seconds=5), source="test figure",
+                        entered_by="test")
+    return asset
+
+
+def test_a_polygon_hash_pasted_for_a_tron_quote_says_on_polygon(nets):
+    from tests import shop
+
+    _tron_asset()
+    order = shop.place(nets.customer, asset="usdt-tron")
+    assert order.quote.address.startswith("T")
+    polygon_order = nets.place("polygon")
+    txid = nets.send(polygon_order, polygon_order.quote.amount)  # a real Polygon USDT transfer, pasted on TRON
+    order = payment_claim(order=order, actor=order.user.username, txid=txid)
+    tron = _TronNode()
+    check = claim_check(order=order, watcher=tron)
+    assert tron.asked and tron.asked[0][0] == txid  # asked on TRON first
+    assert (check.outcome, check.detail) == (O.WRONG_NETWORK, {"network": "Polygon"})
+    with translation.override("en"):
+        assert describe(check, order.quote.asset).startswith("This transaction is on Polygon, not on TRON (TRC-20)")
+    assert not Transfer.objects.filter(order=order).exists()
+
+
+def test_an_evm_hash_no_network_knows_stays_not_found_on_tron(nets):
+    from tests import shop
+
+    _tron_asset()
+    order = shop.place(nets.customer, asset="usdt-tron")
+    order = payment_claim(order=order, actor=order.user.username, txid="0x" + "5c" * 32)
+    check = claim_check(order=order, watcher=_TronNode())
+    assert check.outcome == O.NOT_FOUND and check.detail == {}
