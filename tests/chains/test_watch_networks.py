@@ -207,11 +207,10 @@ class _TronNode:
 
 def _tron_asset() -> Asset:
     """USDT on TRON, with a deposit key derived from the public BIP39 test mnemonic ("abandon … about")."""
+    from datetime import timedelta
     from decimal import Decimal
 
     from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
-    from datetime import timedelta
-
     from django.utils import timezone
 
     from anchorgpu.payments.models import DepositKey, Rate
