@@ -29,21 +29,24 @@ from .models import Asset, Quote, StrayTransfer
 log = logging.getLogger("anchorgpu.watch")
 
 
-def stray_quotes(asset: Asset, since: datetime) -> dict[str, Quote]:
-    """Open quotes, by watched address, of the same coin on the other EVM networks (none off EVM)."""
+def stray_quotes(asset: Asset, since: datetime) -> dict[str, int]:
+    """Open quotes of the same coin on the other EVM networks (none off EVM): watched address -> quote id.
+    Only the two columns are read: a poll reads every other network's open quotes, and few ever get money."""
     if asset.scheme != Scheme.EVM:
         return {}
-    quotes = (Quote.objects.filter(asset__scheme=Scheme.EVM, asset__symbol=asset.symbol, monitor_until__gt=since)
-              .exclude(asset__network=asset.network).select_related("order", "asset"))
-    return {watch_key(q.address): q for q in quotes}
+    rows = (Quote.objects.filter(asset__scheme=Scheme.EVM, asset__symbol=asset.symbol, monitor_until__gt=since)
+            .exclude(asset__network=asset.network).values_list("address", "pk"))
+    return {watch_key(address): pk for address, pk in rows}
 
 
-def stray_record(*, asset: Asset, quote: Quote, seen: SeenTransfer, now: datetime) -> StrayTransfer | None:
-    """Record ``seen`` (a transfer of ``asset`` to ``quote``'s address, on ``asset``'s network) as money on
-    the wrong network, and tell the operators once. Returns the row when it is new or changed, else None."""
+def stray_record(*, asset: Asset, quote: int, seen: SeenTransfer, now: datetime) -> StrayTransfer | None:
+    """Record ``seen`` (a transfer of ``asset``, on ``asset``'s network, to the address of the quote whose id is
+    ``quote``) as money on the wrong network, and tell the operators once. Returns the row when it is new or
+    changed, else None."""
     block = seen.block
     with transaction.atomic():
-        order = order_lock(quote.order)
+        quote = Quote.objects.select_related("asset").get(pk=quote)
+        order = order_lock(quote.order_id)
         row, created = StrayTransfer.objects.get_or_create(
             network=asset.network, txid=seen.txid, index=seen.index,
             defaults=dict(order=order, asset=asset, amount=seen.amount, address=quote.address, sender=seen.sender,
@@ -66,7 +69,7 @@ def stray_record(*, asset: Asset, quote: Quote, seen: SeenTransfer, now: datetim
                              data={"txid": seen.txid, "index": seen.index, "network": asset.network,
                                    "asset": asset.code, "amount": str(seen.amount)})
     log.warning("watch %s: %s:%s pays order %s quoted on %s: recorded, not credited", asset.code, seen.txid,
-                seen.index, order.reference, quote.asset.network)
+                seen.index, order.reference, quoted.network)
     return row
 
 

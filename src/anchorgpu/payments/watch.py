@@ -65,7 +65,7 @@ class _Reads:
     recent: dict[str, str]
     dropped: set[str] = field(default_factory=set)  # unmined transfers the node no longer knows at all
     settled: SettledReads = field(default_factory=SettledReads)  # settled transfers and balances checked again
-    strays: dict[str, Quote] = field(default_factory=dict)  # open quotes of this coin on the other EVM networks
+    strays: dict[str, int] = field(default_factory=dict)  # address -> quote id, this coin on the other EVM networks
 
 
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
@@ -256,7 +256,7 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
     return retry_from
 
 
-def _stray(report: PollReport, asset: Asset, quote: Quote, seen: SeenTransfer, now: datetime) -> None:
+def _stray(report: PollReport, asset: Asset, quote: int, seen: SeenTransfer, now: datetime) -> None:
     if stray_record(asset=asset, quote=quote, seen=seen, now=now) is not None:
         report.strays += 1
     # None: not counted in ``recorded`` (no transfer of an order changed)
