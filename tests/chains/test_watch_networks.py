@@ -150,9 +150,12 @@ def test_reorgs_on_two_networks_credit_nothing_twice(anvil_nets):
     nets.mine(2, on="base")
     nets.mine(2, on="polygon")
     reports = nets.poll_all()
-    assert reports["base"].withdrawn == 1
+    assert reports["base"].withdrawn == 1 and reports["polygon"].strays == 1
     first.refresh_from_db()
     assert first.withdrawn_at is not None and fresh(order).state == "awaiting_payment"
+    assert StrayTransfer.objects.get().withdrawn_at is not None  # nothing arrived after all: not said to the customer
+    with translation.override("en"):
+        assert render_to_string("payments/includes/stray_transfers.html", {"order": fresh(strayed)}).strip() == ""
 
     # The same transactions mined again, higher up.
     again = {slug: nets.w3(slug).eth.send_raw_transaction(tx).to_0x_hex() for slug, tx in raw.items()}
@@ -165,6 +168,7 @@ def test_reorgs_on_two_networks_credit_nothing_twice(anvil_nets):
     assert fresh(order).state == "paid" and fresh(order).invoice.crypto_amount == order.quote.amount
     moved = StrayTransfer.objects.get()
     assert moved.pk == first_stray.pk and moved.block_number > first_stray.block_number
+    assert moved.withdrawn_at is None  # back on chain, in its new block
     assert OperatorEvent.objects.filter(order=strayed, kind=OperatorEvent.Kind.WRONG_ASSET).count() == 1
     assert not Transfer.objects.filter(order=strayed).exists()
 
@@ -254,3 +258,37 @@ def test_an_evm_hash_no_network_knows_stays_not_found_on_tron(nets):
     order = payment_claim(order=order, actor=order.user.username, txid="0x" + "5c" * 32)
     check = claim_check(order=order, watcher=_TronNode())
     assert check.outcome == O.NOT_FOUND and check.detail == {}
+
+
+def test_a_stray_whose_block_is_replaced_before_it_is_final_is_withdrawn(anvil_nets):
+    nets = anvil_nets
+    order = nets.place("base")
+    w3 = nets.w3("polygon")
+    snap = evm.snapshot(w3)
+    nets.send(order, order.quote.amount, on="polygon")
+    nets.poll("polygon")
+    stray = StrayTransfer.objects.get()
+    evm.revert(w3, snap)  # replaced, and the transaction is never mined again
+    nets.mine(1, on="polygon")
+    assert nets.poll("polygon").strays == 1
+    stray.refresh_from_db()
+    assert stray.withdrawn_at is not None
+    nets.mine(CONFIRMATIONS + 2, on="polygon")
+    assert nets.poll("polygon").strays == 0  # final: no longer followed
+    assert StrayTransfer.objects.count() == 1 and not Transfer.objects.exists()
+    assert OperatorEvent.objects.filter(order=order, kind=OperatorEvent.Kind.WRONG_ASSET).count() == 1
+
+
+def test_a_stray_is_followed_until_it_has_the_networks_confirmations(nets):
+    from anchorgpu.payments.strays import strays_unsettled
+
+    order = nets.place("base")
+    nets.send(order, order.quote.amount, on="polygon")
+    nets.poll("polygon")
+    polygon, tip = nets.asset("polygon"), nets.w3("polygon").eth.block_number
+    assert [s.txid for s in strays_unsettled(polygon, tip)] == [StrayTransfer.objects.get().txid]
+    nets.mine(CONFIRMATIONS - 1, on="polygon")
+    assert strays_unsettled(polygon, tip + CONFIRMATIONS - 2)  # one short
+    assert not strays_unsettled(polygon, tip + CONFIRMATIONS - 1)  # final
+    report = nets.poll("polygon")
+    assert report.ok and report.strays == 0 and StrayTransfer.objects.get().withdrawn_at is None

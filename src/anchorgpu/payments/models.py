@@ -454,6 +454,9 @@ class StrayTransfer(models.Model):
     block_number = models.PositiveBigIntegerField(_("block height"), null=True, blank=True)
     block_hash = models.CharField(_("block hash"), max_length=80, blank=True)
     seen_at = models.DateTimeField(_("first seen"))
+    withdrawn_at = models.DateTimeField(_("withdrawn"), null=True, blank=True,
+                                        help_text=_("Set when its block was replaced before it had the asset's "
+                                                    "confirmations and it is in no block now: nothing arrived."))
 
     class Meta:
         ordering = ["seen_at", "id"]

@@ -54,10 +54,11 @@ def stray_record(*, asset: Asset, quote: int, seen: SeenTransfer, now: datetime)
                           seen_at=(block.time if block and block.time else now)))
         if not created:
             # Seen again: a reorganisation may have mined it in another block. Nothing is ever credited.
-            if block is None or (row.block_number, row.block_hash) == (block.number, block.hash):
+            if block is None or ((row.block_number, row.block_hash) == (block.number, block.hash)
+                                 and row.withdrawn_at is None):
                 return None
-            row.block_number, row.block_hash = block.number, block.hash
-            row.save(update_fields=["block_number", "block_hash"])
+            row.block_number, row.block_hash, row.withdrawn_at = block.number, block.hash, None
+            row.save(update_fields=["block_number", "block_hash", "withdrawn_at"])
             return row
         quoted = quote.asset
         text = (f"{seen.amount} base units of {asset.symbol} arrived on {asset.network_name} (transaction "
@@ -73,6 +74,31 @@ def stray_record(*, asset: Asset, quote: int, seen: SeenTransfer, now: datetime)
     return row
 
 
+def strays_unsettled(asset: Asset, counted: int) -> list[StrayTransfer]:
+    """This network's recorded strays that a reorganisation can still take away: fewer than the asset's
+    confirmations, counted from ``counted`` (the tip, or the finality-tagged block)."""
+    lowest = counted - asset.confirmations_required + 1
+    return list(StrayTransfer.objects.filter(network=asset.network, withdrawn_at__isnull=True,
+                                             block_number__gt=lowest))
+
+
+def stray_follow(row: StrayTransfer, *, block, now_there: str | None, now: datetime) -> bool:
+    """Bring a not yet final stray up to date with where its transaction is now (``block``, None when in no
+    block) and the hash the chain has at its recorded height (``now_there``). Withdrawn only when that block
+    was really replaced; True when the row changed."""
+    if block is not None:
+        if (block.number, block.hash) == (row.block_number, row.block_hash):
+            return False
+        StrayTransfer.objects.filter(pk=row.pk).update(block_number=block.number, block_hash=block.hash)
+        return True
+    if now_there is None or now_there == row.block_hash:
+        return False  # the node is behind, or lost the receipt: nothing is decided
+    StrayTransfer.objects.filter(pk=row.pk, withdrawn_at__isnull=True).update(withdrawn_at=now)
+    log.warning("stray %s: block %s was replaced and the transaction is in no block: withdrawn", row,
+                row.block_number)
+    return True
+
+
 def stray_sentences(order: Order) -> list[str]:
     """What the order page tells the customer about money that arrived on another network, one sentence
     per transfer, in the active language."""
@@ -80,7 +106,8 @@ def stray_sentences(order: Order) -> list[str]:
 
     quoted = order.quote.asset
     sentences = []
-    for row in order.stray_transfers.select_related("asset").order_by("seen_at", "id"):
+    for row in order.stray_transfers.filter(withdrawn_at__isnull=True).select_related("asset").order_by("seen_at",
+                                                                                                          "id"):
         params = {"amount": crypto(row.amount, row.asset.decimals, row.asset.quoted_places),
                   "symbol": row.asset.symbol, "network": _(row.asset.network_name),
                   "quoted": _(quoted.network_name), "txid": row.txid}
@@ -90,4 +117,4 @@ def stray_sentences(order: Order) -> list[str]:
     return sentences
 
 
-__all__ = ["stray_quotes", "stray_record", "stray_sentences"]
+__all__ = ["stray_quotes", "stray_record", "strays_unsettled", "stray_follow", "stray_sentences"]

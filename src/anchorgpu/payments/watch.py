@@ -28,7 +28,7 @@ from anchorgpu.chains.keys import watch_key
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
 from .settled_check import SettledReads, credited_by_address, settled_read, settled_write
-from .strays import stray_quotes, stray_record
+from .strays import stray_follow, stray_quotes, stray_record, strays_unsettled
 from .watch_config import watcher_for
 
 log = logging.getLogger("anchorgpu.watch")
@@ -66,6 +66,7 @@ class _Reads:
     dropped: set[str] = field(default_factory=set)  # unmined transfers the node no longer knows at all
     settled: SettledReads = field(default_factory=SettledReads)  # settled transfers and balances checked again
     strays: dict[str, int] = field(default_factory=dict)  # address -> quote id, this coin on the other EVM networks
+    stray_rows: list = field(default_factory=list)  # recorded strays not yet final, followed like transfers
 
 
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
@@ -139,8 +140,11 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     unsettled = list(Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
                                              confirmations__lt=F("order__quote__confirmations_required"))
                      .select_related("order__quote"))
-    where = watcher.locate({t.txid for t in unsettled}) if unsettled else {}
-    heights = {t.block_number for t in unsettled if where.get(t.txid) is None and t.block_number is not None}
+    stray_rows = strays_unsettled(asset, counted) if asset.scheme == "evm" else []
+    txids = {t.txid for t in unsettled} | {s.txid for s in stray_rows}
+    where = watcher.locate(txids) if txids else {}
+    heights = {t.block_number for t in [*unsettled, *stray_rows]
+               if where.get(t.txid) is None and t.block_number is not None}
     heights |= {ref.number for ref in where.values() if ref is not None and ref.number <= head.number}
     canonical = watcher.hashes(heights) if heights else {}
     balances = {}
@@ -151,7 +155,7 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     _waiting, dropped = _dropped(asset, watcher, unmined)
     settled = settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
     reads = _Reads(head, counted, span, seen, unsettled, where, canonical, balances, recent, dropped, settled,
-                   strays)
+                   strays, stray_rows)
     return reads, by_address
 
 
@@ -247,6 +251,14 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
                              sender=row.sender, block=block)
         _guarded(report, f"update {row}", partial(transfer_observe, order=row.order, seen=again, tip=counted,
                                                   now=now))
+    for stray in reads.stray_rows:
+        if (stray.txid, stray.index) in fresh:
+            continue  # the scan just brought it up to date
+        block = reads.where.get(stray.txid)
+        if block is not None and (block.number > tip or reads.canonical.get(block.number) != block.hash):
+            continue  # a receipt naming a block the chain does not have (yet): not believed
+        _guarded(report, f"follow stray {stray}", partial(
+            _stray_follow, report, stray, block, reads.canonical.get(stray.block_number), now))
     if reads.settled.error:
         report.failures.append(f"settled transfers not checked: {reads.settled.error}")
     report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, counted=counted,
@@ -260,6 +272,11 @@ def _stray(report: PollReport, asset: Asset, quote: int, seen: SeenTransfer, now
     if stray_record(asset=asset, quote=quote, seen=seen, now=now) is not None:
         report.strays += 1
     # None: not counted in ``recorded`` (no transfer of an order changed)
+
+
+def _stray_follow(report: PollReport, stray, block: BlockRef | None, now_there: str | None, now: datetime) -> None:
+    if stray_follow(stray, block=block, now_there=now_there, now=now):
+        report.strays += 1
 
 
 def _guarded(report: PollReport, what: str, write) -> bool:
