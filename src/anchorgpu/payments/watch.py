@@ -123,13 +123,13 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     # The open quotes are read after the tip: a quote made later cannot have been paid in a block up to it.
     quotes = open_quotes(asset, _since(state, now))
     by_address = {watch_key(q.address): q for q in quotes}
-    # Addresses are one key on every EVM network: the same coin sent here for an order quoted elsewhere is found
-    # too, to be recorded for the operators (``strays``), never credited.
-    strays = stray_quotes(asset, _since(state, now))
     if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
         # No new block: nothing changed on chain, but an unmined transfer may have left the mempool.
         waiting, dropped = _dropped(asset, watcher)
         return _Reads(head, counted, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
+    # Addresses are one key on every EVM network: the same coin sent here for an order quoted elsewhere is found
+    # too, to be recorded for the operators (``strays``), never credited.
+    strays = stray_quotes(asset, _since(state, now))
     # Quotes keep the confirmations they were made with, even after the operator changes the asset's.
     required = max([asset.confirmations_required, *(q.confirmations_required for q in quotes)])
     # Blocks above the one confirmations count from can still be replaced (with a finality tag that is more than
@@ -140,7 +140,7 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     unsettled = list(Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
                                              confirmations__lt=F("order__quote__confirmations_required"))
                      .select_related("order__quote"))
-    stray_rows = strays_unsettled(asset, counted) if asset.scheme == "evm" else []
+    stray_rows = strays_unsettled(asset, counted) if asset.chain == "evm" else []
     txids = {t.txid for t in unsettled} | {s.txid for s in stray_rows}
     where = watcher.locate(txids) if txids else {}
     heights = {t.block_number for t in [*unsettled, *stray_rows]
