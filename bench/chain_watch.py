@@ -39,9 +39,14 @@ or did not see what was sent, 2 when the set-up failed.
 The database: a SQLite file in a temporary directory, deleted afterwards; with
 ``--url`` (or DATABASE_URL / ANCHORGPU_DATABASE_URL set to PostgreSQL) the
 database ``anchorgpu_bench_chain_watch`` on that server, dropped and recreated.
+With ``--networks N`` (2 to 4) it measures USDT on N EVM networks at once instead, each on its own anvil
+node with the network's chain id, ``--orders`` open orders on each, polled one network after the other as
+the worker's sweep does (``bench/chain_watch_networks.py`` says what it sets up).
+
 Run it from the repository root::
 
     .venv/bin/python bench/chain_watch.py [--orders 1000]
+    .venv/bin/python bench/chain_watch.py --networks 3
     .venv/bin/python bench/chain_watch.py --url postgres://postgres@127.0.0.1:5432/anchorgpu_bench_chain_watch
 """
 
@@ -212,9 +217,10 @@ class Chain:
 
 # --------------------------------------------------------------------------- orders
 
-def _create_orders(n: int, paid: int) -> tuple[dict[str, list], dict[str, int], float]:
-    """``n`` open orders per asset; the first ``paid`` through order_place. Returns the orders to pay per asset,
-    how many were placed per asset, and the seconds it took."""
+def _create_orders(n: int, paid: int, codes: tuple[str, ...] = ASSETS) -> tuple[dict[str, list], dict[str, int],
+                                                                                float]:
+    """``n`` open orders per asset of ``codes``; the first ``paid`` through order_place. Returns the orders to pay
+    per asset, how many were placed per asset, and the seconds it took."""
     from django.db import transaction
 
     from anchorgpu.orders.errors import Unavailable
@@ -227,7 +233,7 @@ def _create_orders(n: int, paid: int) -> tuple[dict[str, list], dict[str, int], 
     user = shop.customer()
     to_pay: dict[str, list] = {}
     placed: dict[str, int] = {}
-    for code in ASSETS:
+    for code in codes:
         orders = []
         for i in range(paid):
             try:
@@ -414,6 +420,9 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=100, help="blocks of background traffic before (100)")
     parser.add_argument("--noise", type=int, default=50, help="background transactions per history block (50)")
     parser.add_argument("--url", default="", help="a PostgreSQL URL whose database is dropped and recreated")
+    parser.add_argument("--networks", type=int, default=1,
+                        help="1: ETH and USDC on one node (default); 2 to 4: USDT on that many EVM networks at once, "
+                             "one anvil node each with the network's chain id (bench/chain_watch_networks.py)")
     args = parser.parse_args()
     if args.orders < 1 or args.history < 0 or args.noise < 0:
         parser.error("--orders must be at least 1, --history and --noise not negative")
@@ -423,8 +432,14 @@ def main() -> int:
     paid = args.paid if args.paid is not None else max(1, args.orders // 10)
     if not 1 <= paid <= args.orders:
         parser.error("--paid must be between 1 and --orders")
+    if not 1 <= args.networks <= 4:
+        parser.error("--networks must be between 1 and 4")
     sys.path.insert(0, REPO)
     sys.path.insert(0, os.path.join(REPO, "src"))
+    if args.networks > 1:
+        from chain_watch_networks import networks_main
+
+        return networks_main(args, paid)
     from tests.chains import evm_support as evm
 
     scratch = tempfile.mkdtemp(prefix="anchorgpu-bench-watch-")

@@ -23,7 +23,7 @@ from anchorgpu.orders.faults import host_fault_clear, host_mark_faulty
 from anchorgpu.orders.fulfilment import provision_due
 from anchorgpu.orders.models import OperatorEvent, Order, WebhookDelivery
 from anchorgpu.orders.moves import order_move
-from anchorgpu.payments.models import Asset, PaymentSettings, Refund, WatchState
+from anchorgpu.payments.models import Asset, PaymentSettings, Refund, StrayTransfer, WatchState
 from anchorgpu.payments.refunds import RefundInput, refund_record
 from anchorgpu.payments.services import refund_address_set
 from tests import factories, shop
@@ -75,6 +75,9 @@ def a_working_shop(db):
     WebhookDelivery.objects.create(event=OperatorEvent.objects.filter(order=short).first(),  # as a URL set would
                                    url="https://hooks.example/anchorgpu", due_at=timezone.now())
     WatchState.objects.create(asset=Asset.objects.order_by("pk").first(), tip=100, next_block=90)
+    StrayTransfer.objects.create(order=short, asset=Asset.objects.get(code="usdc-ethereum"), network="ethereum",
+                                 txid=shop.txid("evm", 9), index=0, amount=5_000_000, address=short.quote.address,
+                                 seen_at=timezone.now())  # as the watcher records money on the wrong network
     Group.objects.create(name="operators")
     VatRate.objects.get_or_create(country="PT", defaults={"rate": Decimal("23.00")})
     PaymentSettings.current()

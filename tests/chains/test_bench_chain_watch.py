@@ -44,3 +44,25 @@ def test_the_chain_watch_bench_runs_and_prints_its_figures(anvil_binary):
     assert re.search(r"^target: one asset's poll with 20 open orders under 5 s: (met|MISSED)", out, re.M)
     assert "both assets in one cycle" in out and "HTTP round trips" in out
     assert "PROBLEM" not in out
+
+
+def test_the_chain_watch_bench_runs_on_three_networks_at_once(anvil_binary):
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "ANCHORGPU_DATABASE_URL"} and not k.startswith("ANCHORGPU_WATCH_")}
+    env["ANCHORGPU_ANVIL"] = anvil_binary
+    done = subprocess.run([sys.executable, str(BENCH), "--networks", "3", "--orders", "20", "--history", "5",
+                           "--noise", "4"], cwd=evm_support.REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "3 networks at once: Ethereum (chain id 1)" in out and "Base (chain id 8453)" in out
+    assert "Polygon (chain id 137)" in out and "database SQLite" in out
+    assert "each poll's filters cover 60 addresses" in out
+    assert "orders paid after step 5: 6 of 6; transfers on the wrong network recorded: 6 (expected 6)" in out
+    for network in ("ethereum", "base", "polygon"):
+        paid = re.search(rf"^3 2/network paid, 2 strays\s+{network}\s+\S+\s+20\s+(\d+)\s+(\d+)\s+(\d+)\s", out, re.M)
+        assert paid and paid.groups() == ("4", "2", "2"), (network, out)  # found, recorded, strays
+        for step in ("1 first poll", "2 new empty block", "4 new block", "5 +12 blocks"):
+            assert re.search(rf"^{re.escape(step)}.*\s{network}\s+\S+\s+20\s", out, re.M), (step, network, out)
+    assert re.search(r"^target: one network's poll with 20 open orders under 5 s: (met|MISSED)", out, re.M)
+    assert "the sweep of 3 networks" in out and "PROBLEM" not in out

@@ -38,7 +38,7 @@ class ChainShop:
 
     def watcher(self, asset: Asset) -> EvmWatcher:
         return EvmWatcher.for_web3(self.w3, chain_id=asset.chain_id, contract=asset.contract, network=asset.network,
-                                   decimals=asset.decimals)
+                                   decimals=asset.decimals, finality=asset.finality)
 
     def poll(self, code: str, *, now: datetime | None = None):
         asset = self.asset(code)

@@ -18,7 +18,7 @@ from anchorgpu.admin_base import BoundedDatesAdmin, ReadOnlyModelAdmin
 from anchorgpu.audit.services import audit_record
 
 from .addresses import AddressError, check_account_key
-from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, Transfer, WatchState
+from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, StrayTransfer, Transfer, WatchState
 from .watch_config import check_url
 from .watch_status import watch_rows
 
@@ -290,6 +290,20 @@ class TransferAdmin(ReadOnlyModelAdmin):
     list_select_related = ("order", "asset")
     search_fields = ("txid", "order__reference", "sender")
     search_help_text = _("Search by transaction id, order reference or sender address.")
+    date_hierarchy = "seen_at"
+    ordering = ("-seen_at", "-id")
+
+
+@admin.register(StrayTransfer)
+class StrayTransferAdmin(ReadOnlyModelAdmin):
+    """Money that reached an order's deposit address on another EVM network than the one quoted: ours to move
+    and return, never credited (``payments.strays``)."""
+
+    list_display = ("txid", "index", "network", "order", "asset", "amount", "address", "seen_at")
+    list_filter = ("network", "asset")
+    list_select_related = ("order", "asset")
+    search_fields = ("txid", "order__reference", "address", "sender")
+    search_help_text = _("Search by transaction id, order reference, deposit or sender address.")
     date_hierarchy = "seen_at"
     ordering = ("-seen_at", "-id")
 

@@ -118,11 +118,18 @@ def _asset_detail(asset: Asset, detail: dict) -> dict:
     return {}
 
 
+# Transaction-id families whose ids look alike: a TRON id and an EVM hash are both 32 bytes of hex (normalised
+# with "0x"), so one pasted on the wrong kind of order is looked up on the other family's networks too.
+_LOOK_ALIKE = {"evm": frozenset({"evm", "tron"}), "tron": frozenset({"evm", "tron"})}
+
+
 def _elsewhere(asset: Asset, txid: str, address: str, timeout: float | None) -> str:
-    """The name of another configured network of the same family that knows ``txid`` ("" when none does)."""
+    """The name of another configured network whose ids look like ``txid``'s and that knows it ("" when none
+    does): the asset's own family, and for EVM and TRON each other's."""
+    families = _LOOK_ALIKE.get(asset.chain, frozenset({asset.chain}))
     tried = {asset.network}
     for other in Asset.objects.filter(is_active=True).exclude(network=asset.network).order_by("position"):
-        if other.chain != asset.chain or other.network in tried:
+        if other.chain not in families or other.network in tried:
             continue
         tried.add(other.network)
         try:

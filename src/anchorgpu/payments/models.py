@@ -434,3 +434,35 @@ class ClaimCheck(models.Model):
         """Nothing more to learn: a final refusal, or found with all its confirmations."""
         return self.outcome in self.FINAL or (self.outcome == self.Outcome.FOUND
                                               and self.confirmations >= self.required)
+
+
+class StrayTransfer(models.Model):
+    """A transfer of an order's coin to its deposit address on another EVM network than the one quoted (USDT
+    on Polygon to an order that quoted USDT on Base). EVM deposit addresses are one key on every EVM chain, so
+    the operator holds the money and can return it; it never pays the order. Seen by the watcher of the
+    network it arrived on; one row per transfer, whatever reorganisations do."""
+
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="stray_transfers")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+",
+                              help_text=_("What arrived: the asset of the network it arrived on."))
+    network = models.CharField(_("network"), max_length=40)
+    txid = models.CharField(_("transaction id"), max_length=80)
+    index = models.PositiveIntegerField(_("log index"))
+    amount = BaseUnitsField(_("amount (base units)"))
+    address = models.CharField(_("deposit address"), max_length=100)
+    sender = models.CharField(_("sender address"), max_length=100, blank=True)
+    block_number = models.PositiveBigIntegerField(_("block height"), null=True, blank=True)
+    block_hash = models.CharField(_("block hash"), max_length=80, blank=True)
+    seen_at = models.DateTimeField(_("first seen"))
+    withdrawn_at = models.DateTimeField(_("withdrawn"), null=True, blank=True,
+                                        help_text=_("Set when its block was replaced before it had the asset's "
+                                                    "confirmations and it is in no block now: nothing arrived."))
+
+    class Meta:
+        ordering = ["seen_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["network", "txid", "index"], name="stray_transfer_once")]
+        verbose_name = _("transfer on another network")
+        verbose_name_plural = _("transfers on another network")
+
+    def __str__(self) -> str:
+        return f"{self.network}:{self.txid}:{self.index}"

@@ -28,6 +28,7 @@ from anchorgpu.chains.keys import watch_key
 from .models import Asset, Quote, Transfer, WatchState
 from .observe import WATCHER, transfer_observe, transfer_withdraw
 from .settled_check import SettledReads, credited_by_address, settled_read, settled_write
+from .strays import stray_follow, stray_quotes, stray_record, strays_unsettled
 from .watch_config import watcher_for
 
 log = logging.getLogger("anchorgpu.watch")
@@ -44,6 +45,7 @@ class PollReport:
     found: int = 0  # transfers the scan returned
     recorded: int = 0  # new or changed rows
     withdrawn: int = 0
+    strays: int = 0  # transfers to an order quoted on another EVM network, recorded or updated (never credited)
     failures: list[str] = field(default_factory=list)  # per-order writes that failed (logged)
     calls: int = 0
     round_trips: int = 0
@@ -63,10 +65,16 @@ class _Reads:
     recent: dict[str, str]
     dropped: set[str] = field(default_factory=set)  # unmined transfers the node no longer knows at all
     settled: SettledReads = field(default_factory=SettledReads)  # settled transfers and balances checked again
+    strays: dict[str, int] = field(default_factory=dict)  # address -> quote id, this coin on the other EVM networks
+    stray_rows: list = field(default_factory=list)  # recorded strays not yet final, followed like transfers
 
 
 BALANCE_EVERY_BLOCKS = 10  # the coin balances (one read per address) are compared this often
 RECENT_BLOCKS = 12  # at least this many of the last heights read are remembered by hash
+# With a finality tag, every block above the tagged one can still be replaced: that many are remembered too, up
+# to this many (an L2's "finalized" block can lag thousands of blocks; a payment mined into a replacement block
+# deeper than this is found by its claim check, and recorded transfers are followed by receipt whatever the depth).
+TAGGED_WINDOW_CAP = 512
 WINDOW_SLACK = timedelta(hours=1)  # quotes whose watch window closed this long before the blocks read
 
 
@@ -119,15 +127,24 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
         # No new block: nothing changed on chain, but an unmined transfer may have left the mempool.
         waiting, dropped = _dropped(asset, watcher)
         return _Reads(head, counted, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
+    # Addresses are one key on every EVM network: the same coin sent here for an order quoted elsewhere is found
+    # too, to be recorded for the operators (``strays``), never credited.
+    strays = stray_quotes(asset, _since(state, now))
     # Quotes keep the confirmations they were made with, even after the operator changes the asset's.
     required = max([asset.confirmations_required, *(q.confirmations_required for q in quotes)])
-    span, recent = _span(state, head, max(required, RECENT_BLOCKS), watcher)
-    seen = watcher.scan(set(by_address), *span) if span and by_address else []
+    # Blocks above the one confirmations count from can still be replaced (with a finality tag that is more than
+    # ``required`` below the tip).
+    depth = max(required, RECENT_BLOCKS, min(head.number - counted + required, TAGGED_WINDOW_CAP))
+    span, recent = _span(state, head, depth, watcher)
+    seen = watcher.scan(set(by_address) | set(strays), *span) if span and (by_address or strays) else []
     unsettled = list(Transfer.objects.filter(asset=asset, source=Transfer.Source.WATCHER, withdrawn_at__isnull=True,
                                              confirmations__lt=F("order__quote__confirmations_required"))
                      .select_related("order__quote"))
-    where = watcher.locate({t.txid for t in unsettled}) if unsettled else {}
-    heights = {t.block_number for t in unsettled if where.get(t.txid) is None and t.block_number is not None}
+    stray_rows = strays_unsettled(asset, counted) if asset.chain == "evm" else []
+    txids = {t.txid for t in unsettled} | {s.txid for s in stray_rows}
+    where = watcher.locate(txids) if txids else {}
+    heights = {t.block_number for t in [*unsettled, *stray_rows]
+               if where.get(t.txid) is None and t.block_number is not None}
     heights |= {ref.number for ref in where.values() if ref is not None and ref.number <= head.number}
     canonical = watcher.hashes(heights) if heights else {}
     balances = {}
@@ -137,7 +154,8 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     unmined = [t for t in unsettled if not t.block_hash and where.get(t.txid) is None]
     _waiting, dropped = _dropped(asset, watcher, unmined)
     settled = settled_read(asset, watcher, head, now, balances=balances, by_address=by_address)
-    reads = _Reads(head, counted, span, seen, unsettled, where, canonical, balances, recent, dropped, settled)
+    reads = _Reads(head, counted, span, seen, unsettled, where, canonical, balances, recent, dropped, settled,
+                   strays, stray_rows)
     return reads, by_address
 
 
@@ -193,10 +211,15 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
     retry_from = None
     for seen in reads.seen:
         quote = by_address.get(seen.to)
-        if quote is None:
+        if quote is not None:
+            what, write = f"record {seen.txid}:{seen.index}", partial(transfer_observe, order=quote.order, seen=seen,
+                                                                      tip=counted, now=now)
+        elif seen.to in reads.strays:
+            what, write = f"stray {seen.txid}:{seen.index}", partial(_stray, report, asset, reads.strays[seen.to],
+                                                                     seen, now)
+        else:
             continue
-        if not _guarded(report, f"record {seen.txid}:{seen.index}",
-                        partial(transfer_observe, order=quote.order, seen=seen, tip=counted, now=now)):
+        if not _guarded(report, what, write):
             height = seen.block.number if seen.block else reads.span[0]
             retry_from = height if retry_from is None else min(retry_from, height)
     fresh = {(t.txid, t.index) for t in reads.seen}
@@ -228,6 +251,14 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
                              sender=row.sender, block=block)
         _guarded(report, f"update {row}", partial(transfer_observe, order=row.order, seen=again, tip=counted,
                                                   now=now))
+    for stray in reads.stray_rows:
+        if (stray.txid, stray.index) in fresh:
+            continue  # the scan just brought it up to date
+        block = reads.where.get(stray.txid)
+        if block is not None and (block.number > tip or reads.canonical.get(block.number) != block.hash):
+            continue  # a receipt naming a block the chain does not have (yet): not believed
+        _guarded(report, f"follow stray {stray}", partial(
+            _stray_follow, report, stray, block, reads.canonical.get(stray.block_number), now))
     if reads.settled.error:
         report.failures.append(f"settled transfers not checked: {reads.settled.error}")
     report.withdrawn += settled_write(reads.settled, asset=asset, by_address=by_address, tip=tip, counted=counted,
@@ -235,6 +266,17 @@ def _write(asset: Asset, reads: _Reads, by_address: dict[str, Quote], report: Po
     if reads.balances:
         _note_balances(asset, reads.balances, by_address)
     return retry_from
+
+
+def _stray(report: PollReport, asset: Asset, quote: int, seen: SeenTransfer, now: datetime) -> None:
+    if stray_record(asset=asset, quote=quote, seen=seen, now=now) is not None:
+        report.strays += 1
+    # None: not counted in ``recorded`` (no transfer of an order changed)
+
+
+def _stray_follow(report: PollReport, stray, block: BlockRef | None, now_there: str | None, now: datetime) -> None:
+    if stray_follow(stray, block=block, now_there=now_there, now=now):
+        report.strays += 1
 
 
 def _guarded(report: PollReport, what: str, write) -> bool:
