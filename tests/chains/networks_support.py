@@ -70,7 +70,8 @@ class NetworkShop:
             asset, _ = Asset.objects.update_or_create(code=network.code, defaults=dict(
                 symbol="USDT", name="Tether USD", network=network.slug, network_name=network.name, scheme="evm",
                 chain_id=w3.eth.chain_id, decimals=network.usdt_decimals, quote_decimals=2, contract=token,
-                confirmations_required=CONFIRMATIONS, tolerance_bps=10, watch_url=url, position=position))
+                confirmations_required=CONFIRMATIONS, finality="depth", tolerance_bps=10, watch_url=url,
+                position=position, is_active=True))
             Rate.objects.create(asset=asset, currency="USD", price=Decimal("1.00"), observed_at=now,
                                 source="test figure", entered_by="test")
         self.customer = shop.customer()

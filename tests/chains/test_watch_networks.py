@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import translation
 
 from anchorgpu.orders.models import OperatorEvent
@@ -82,7 +83,7 @@ def test_another_token_called_usdt_pays_nothing(nets):
     assert not Transfer.objects.exists() and not StrayTransfer.objects.exists()
 
 
-def test_usdt_sent_on_polygon_for_a_base_quote_is_recorded_for_the_operators_not_credited(nets):
+def test_usdt_sent_on_polygon_for_a_base_quote_is_recorded_for_the_operators_not_credited(nets, client):
     order = nets.place("base")
     other = nets.place("polygon")  # an order really quoted on Polygon: paid by the same poll
     stray_txid = nets.send(order, order.quote.amount, on="polygon")
@@ -108,6 +109,10 @@ def test_usdt_sent_on_polygon_for_a_base_quote_is_recorded_for_the_operators_not
     assert "on Polygon" in page and "accepts USDT on Base only" in page and "contact us" in page
     assert stray_txid in page and f"{order.quote.amount / 10**6:.2f}" in page
     assert render_to_string("payments/includes/stray_transfers.html", {"order": fresh(other)}).strip() == ""
+    client.force_login(nets.customer)
+    with translation.override("en"):
+        order_page = client.get(reverse("order", kwargs={"reference": order.reference})).content.decode()
+    assert "data-stray-transfer" in order_page and "on Polygon" in order_page and stray_txid in order_page
 
     nets.mine(1)
     nets.poll_all()
@@ -221,11 +226,12 @@ def _tron_asset() -> Asset:
 
     seed = Bip39SeedGenerator("abandon " * 11 + "about").Generate()
     xpub = Bip44.FromSeed(seed, Bip44Coins.TRON).Purpose().Coin().Account(0).PublicKey().ToExtended()
-    DepositKey.objects.get_or_create(scheme="tron", defaults=dict(extended_public_key=xpub, label="test"))
-    asset = Asset.objects.create(code="usdt-tron", symbol="USDT", name="Tether USD", network="tron",
-                                 network_name="TRON (TRC-20)", scheme="tron", decimals=6, quote_decimals=2,
-                                 contract="TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",  # USDT's TRC-20 contract
-                                 confirmations_required=19, finality="finalized", position=1)
+    DepositKey.objects.update_or_create(scheme="tron", defaults=dict(extended_public_key=xpub, label="test"))
+    # The demo has this asset too: every field the test relies on is pinned.
+    asset, _ = Asset.objects.update_or_create(code="usdt-tron", defaults=dict(
+        symbol="USDT", name="Tether USD", network="tron", network_name="TRON (TRC-20)", scheme="tron", decimals=6,
+        quote_decimals=2, contract="TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",  # USDT's TRC-20 contract
+        confirmations_required=19, finality="finalized", position=1, watch_url="", is_active=True))
     Rate.objects.create(asset=asset, currency="USD", price=Decimal("1.00"),
                         observed_at=timezone.now() - timedelta(seconds=5), source="test figure",
                         entered_by="test")

@@ -131,10 +131,13 @@ def _elsewhere(asset: Asset, txid: str, address: str, timeout: float | None) -> 
     for other in Asset.objects.filter(is_active=True).exclude(network=asset.network).order_by("position"):
         if other.chain not in families or other.network in tried:
             continue
-        tried.add(other.network)
         try:
             watcher = watcher_for(other, timeout=timeout)
-            if watcher is not None and watcher.lookup(txid, watch_key(address)).outcome is not LookupOutcome.NOT_FOUND:
+            if watcher is None:
+                continue  # this coin is not watched there; another coin of the same network may be
+            known = watcher.lookup(txid, watch_key(address)).outcome is not LookupOutcome.NOT_FOUND
+            tried.add(other.network)  # one answer per network is enough
+            if known:
                 return other.network_name
         except ChainUnavailable as exc:
             log.info("claim check: %s could not be asked: %s", other.code, exc)
