@@ -184,7 +184,7 @@ class RefundForm(OrderForm):
                         "its invoice is credited")),
     ])
     network = forms.ChoiceField(
-        label=_("Network it was sent on"),
+        label=_("Network it was sent on"), required=False,
         help_text=_("The same coin as the payment, on the network the customer asked for (chosen here) or "
                     "another the shop has for it. The amount and network fee below are in that network's base "
                     "units."))
@@ -227,12 +227,23 @@ class RefundForm(OrderForm):
         if self.quote is not None and not self.is_bound:
             self.fields["network"].initial = customer_network(order).code
 
+    def _network(self, code: str):
+        """The network chosen; none chosen: the customer's (the quote's unless they chose another)."""
+        from anchorgpu.payments.refund_networks import customer_network
+
+        if not code and self.quote is not None:
+            return customer_network(self.order)
+        return self.networks.get(code)
+
     def clean_network(self):
-        return self.networks[self.cleaned_data["network"]]
+        network = self._network(self.cleaned_data.get("network") or "")
+        if network is None:
+            raise ValidationError(_("Choose one of the networks listed."))
+        return network
 
     def clean_txid(self):
         value = self.cleaned_data["txid"]
-        network = self.networks.get(self.data.get(self.add_prefix("network"), ""))
+        network = self._network(self.data.get(self.add_prefix("network"), ""))
         if network is None:
             return self._txid(value)
         try:
