@@ -218,3 +218,37 @@ def test_the_operators_refund_form_asks_for_the_network(admin_client, order, net
     row = Refund.objects.get()
     assert row.asset == networks["bsc"] and row.amount == EXCESS * WEI_PER_MICRO and row.fiat_amount == Decimal("2.50")
     assert owed_back(fresh(order)) == 0
+
+
+def test_the_email_and_the_credit_note_name_the_network(order, networks, monkeypatch):
+    from io import BytesIO
+
+    from pypdf import PdfReader
+
+    from anchorgpu.billing.pdf import credit_note_pdf
+    from anchorgpu.orders import notify
+    from anchorgpu.orders.models import OrderEmail
+
+    bsc = networks["bsc"]
+    bsc.watch_url = "http://127.0.0.1:9/"
+    bsc.save()
+    whole = order.quote.amount + EXCESS  # all that was received, in the quote's units
+    sent = whole * WEI_PER_MICRO
+
+    class Stub:
+        def lookup(self, txid, address):
+            block = BlockRef(number=100, hash="0x" + "ab" * 32)
+            return TxLookup(outcome=LookupOutcome.FOUND, tip=110, transfers=(
+                SeenTransfer(txid=txid, index=0, to=ADDRESS, amount=sent, block=block),))
+
+    monkeypatch.setattr(refunds_module, "watcher_for", lambda asset, **kwargs: Stub())
+    refund_address_set(order=order, actor="alice", address=ADDRESS, asset=bsc)
+    row = refund(fresh(order), amount=sent, asset=bsc, whole_order=True, customer_reason="refund")
+    assert row.verified_at is not None and fresh(order).state == "refunded" and owed_back(fresh(order)) == 0
+    [email] = OrderEmail.objects.filter(order=order, kind="refund_sent")
+    body = notify._message(email)[1]
+    coins = f"{whole // 1_000_000}.{whole % 1_000_000:06d}".rstrip("0").rstrip(".")
+    assert f"{coins} USDC on BNB Chain (BEP-20)" in body, body
+    note = fresh(order).invoice.credit_notes.get(refund=row)
+    text = " ".join(page.extract_text() for page in PdfReader(BytesIO(credit_note_pdf(note))).pages)
+    assert "BNB Chain (BEP-20)" in text and f"{coins} USDC" in text, text
