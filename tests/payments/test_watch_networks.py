@@ -133,3 +133,19 @@ def test_the_asset_form_checks_each_scheme(watched):
         assert not form.is_valid(), (asset.code, changes)
         assert any(words in e for e in form.errors.get(field, [])), (asset.code, changes, form.errors)
     assert to_base58(USDT_TRON) == USDT_TRON  # the fixture's contract is itself well formed
+
+
+def test_the_payment_queue_shows_each_watched_network(client, watched):
+    order = shop.place(shop.customer(), asset="usdc-ethereum")
+    order.refund_due = True  # listed in the queue
+    order.save(update_fields=["refund_due"])
+    client.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "x" * 12))
+    html = client.get(reverse("admin:orders_paymentqueueentry_changelist")).content.decode()
+    strip = html.split('id="queue-watchers"')[1].split("</section>")[0]
+    polygon = strip.split('data-network="polygon"')[1].split("</li>")[0]
+    assert "Polygon PoS" in polygon and "failing" in polygon and "answers for chain id 1" in polygon
+    ethereum = strip.split('data-network="ethereum"')[1].split("</li>")[0]
+    assert "ok" in ethereum and "3 blocks behind" in ethereum
+    assert 'data-network="tron"' not in strip and 'data-network="bitcoin"' not in strip  # not watched
+    row = html.split(order.reference)[1].split("</tr>")[0]
+    assert '<small class="queue-network">Ethereum mainnet (ERC-20)</small>' in row
