@@ -149,3 +149,14 @@ def test_the_payment_queue_shows_each_watched_network(client, watched):
     assert 'data-network="tron"' not in strip and 'data-network="bitcoin"' not in strip  # not watched
     row = html.split(order.reference)[1].split("</tr>")[0]
     assert '<small class="queue-network">Ethereum mainnet (ERC-20)</small>' in row
+
+
+def test_the_asset_list_shows_each_assets_watcher(client, watched):
+    client.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "x" * 12))
+    html = client.get(reverse("admin:payments_asset_changelist")).content.decode()
+    polygon = html.split("usdc-polygon</a>")[1].split("</tr>")[0]
+    assert 'class="watch-failing">failing</a>' in polygon and "node on chain id 1" in polygon
+    assert "<td class=\"field-chain_id\">137</td>" in polygon
+    eth = html.split(">eth</a>")[1].split("</tr>")[0]
+    assert 'class="watch-ok">ok</a> <small>(3 blocks behind)</small>' in eth
+    assert 'class="watch-off">off: checked by hand</a>' in html.split("usdt-tron</a>")[1].split("</tr>")[0]

@@ -12,6 +12,7 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from anchorgpu.admin_base import BoundedDatesAdmin, ReadOnlyModelAdmin
@@ -23,7 +24,7 @@ from .address_check import AddressCheckError, check_address
 from .addresses import AddressError, Scheme, check_account_key
 from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, Transfer, WatchState
 from .watch_config import check_url
-from .watch_status import watch_networks
+from .watch_status import watch_networks, watch_row
 
 # --- assets ------------------------------------------------------------------
 
@@ -100,8 +101,8 @@ class AssetForm(forms.ModelForm):
 
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin):
-    list_display = ("code", "symbol", "network_name", "scheme", "decimals", "confirmations_required",
-                    "tolerance_bps", "position", "is_active")
+    list_display = ("code", "symbol", "network_name", "scheme", "chain_id", "decimals", "confirmations_required",
+                    "finality", "watcher", "tolerance_bps", "position", "is_active")
     list_editable = ("position", "is_active")
     list_filter = ("is_active", "scheme", "network")
     search_fields = ("code", "symbol", "name", "contract")
@@ -110,6 +111,24 @@ class AssetAdmin(admin.ModelAdmin):
               "position", "is_active")
     form = AssetForm
     change_list_template = "admin/payments/asset/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("watch_state")
+
+    @admin.display(description=_("watcher"))
+    def watcher(self, obj):
+        """The asset's watcher in a few words, linked to the watchers' page."""
+        row = watch_row(obj, getattr(obj, "watch_state", None))
+        words = {"off": _("off: checked by hand"), "waiting": _("not polled yet"), "ok": _("ok"),
+                 "failing": _("failing"), "stalled": _("stalled")}[row.status]
+        extra = []
+        if row.lag_blocks is not None:
+            extra.append(_("%(lag)d blocks behind") % {"lag": row.lag_blocks})
+        if row.other_chain_id is not None:
+            extra.append(_("node on chain id %(found)d") % {"found": row.other_chain_id})
+        return format_html('<a href="{}" class="watch-{}">{}</a>{}', reverse("admin:payments_asset_watch"),
+                           row.status, words, format_html(" <small>({})</small>", ", ".join(str(e) for e in extra))
+                           if extra else "")
 
     def get_urls(self):
         return [path("watch/", self.admin_site.admin_view(self.watch_view), name="payments_asset_watch"),

@@ -132,16 +132,18 @@ def _status(url: str, state: WatchState | None, now: datetime) -> str:
     return "failing" if state.errors_in_row else "ok"
 
 
+def watch_row(asset: Asset, state: WatchState | None, now: datetime | None = None) -> WatchRow:
+    """One asset's watcher as the pages show it (``state``: its WatchState, None when never polled)."""
+    now = now or timezone.now()
+    url = watch_url(asset)
+    return WatchRow(asset=asset, endpoint=redact(url) if url else "", from_env=bool(
+        url and url != asset.watch_url.strip()), state=state, status=_status(url, state, now), now=now)
+
+
 def watch_rows(now: datetime | None = None) -> list[WatchRow]:
     now = now or timezone.now()
     states = {s.asset_id: s for s in WatchState.objects.all()}
-    rows = []
-    for asset in Asset.objects.filter(is_active=True):
-        url = watch_url(asset)
-        state = states.get(asset.pk)
-        rows.append(WatchRow(asset=asset, endpoint=redact(url) if url else "", from_env=bool(
-            url and url != asset.watch_url.strip()), state=state, status=_status(url, state, now), now=now))
-    return rows
+    return [watch_row(asset, states.get(asset.pk), now) for asset in Asset.objects.filter(is_active=True)]
 
 
 def watch_networks(now: datetime | None = None, rows: list[WatchRow] | None = None) -> list[NetworkGroup]:
@@ -160,4 +162,4 @@ def watch_networks(now: datetime | None = None, rows: list[WatchRow] | None = No
     return groups
 
 
-__all__ = ["NetworkGroup", "WatchRow", "watch_networks", "watch_rows", "finality_text", "env_name"]
+__all__ = ["NetworkGroup", "WatchRow", "watch_networks", "watch_row", "watch_rows", "finality_text", "env_name"]
