@@ -89,7 +89,7 @@ class RefundInput:
     customer_reason: str = ""
     customer_reason_text: str = ""
     # The network it was sent on: an Asset (or its code) with the quote's symbol; None: the quote's own.
-    asset: object = None
+    asset: Asset | str | None = None
 
 
 def _destination(order: Order, refund: RefundInput, network: Asset) -> tuple[str, str]:
