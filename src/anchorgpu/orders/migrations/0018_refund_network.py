@@ -8,7 +8,10 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('orders', '0017_service_credit_email'),
-        ('payments', '0011_networks'),
+        # Only the Asset table is needed (payments 0001): a later payments dependency would make a migration test
+        # that steps payments back (tests/payments/test_quote_decimals_migration.py) unapply this one too, and
+        # SQLite cannot rebuild orders_order under its triggers.
+        ('payments', '0001_initial'),
     ]
 
     operations = [
