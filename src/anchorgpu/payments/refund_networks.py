@@ -32,7 +32,7 @@ def refund_network(quote, asset) -> Asset:
                            % {"symbol": quote.asset.symbol, "other": asset.symbol}, code="other_coin")
     if asset.pk != quote.asset_id and not asset.is_active:
         raise InvalidOrder(_("The shop no longer uses %(network)s for %(symbol)s; choose another network.")
-                           % {"network": asset.network_name, "symbol": asset.symbol}, code="bad_network")
+                           % {"network": _(asset.network_name), "symbol": asset.symbol}, code="bad_network")
     return asset
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from anchorgpu.payments.txids import TxIdError, normalise_txid
@@ -50,7 +51,7 @@ class RefundAddressForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.networks = {a.code: a for a in networks}
         self.fields["network"].choices = [(code, _("%(symbol)s on %(network)s")
-                                           % {"symbol": a.symbol, "network": a.network_name})
+                                           % {"symbol": a.symbol, "network": gettext(a.network_name)})
                                           for code, a in self.networks.items()]
         if len(self.networks) <= 1:  # one network only: nothing to choose
             self.fields["network"].widget = forms.HiddenInput()

@@ -39,7 +39,9 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
         return crypto(int(data.get("amount", 0)), int(data.get("decimals", decimals)),
                       int(data.get("places", places)))
 
-    network = data.get("network") or (asset.network_name if asset else "")
+    # Network names are the operator's words, translated like the catalog's (``gettext_noop`` in the demo).
+    named = data.get("network") or (asset.network_name if asset else "")
+    network = _(named) if named else ""  # never gettext(""): that is the catalog's header
 
     match entry.action:
         case "order_place":
