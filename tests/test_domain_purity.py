@@ -11,6 +11,7 @@ PURE_MODULES = [
     "anchorgpu.orders.states", "anchorgpu.orders.rules", "anchorgpu.orders.ssh_keys", "anchorgpu.orders.provisioning",
     "anchorgpu.payments.evaluation", "anchorgpu.payments.amounts", "anchorgpu.payments.addresses",
     "anchorgpu.payments.txids", "anchorgpu.payments.address_check", "anchorgpu.payments.uri",
+    "anchorgpu.payments.refund_units",
     "anchorgpu.accounts.totp",
     "anchorgpu.planner.model_spec", "anchorgpu.planner.presets", "anchorgpu.planner.setup", "anchorgpu.planner.params",
     "anchorgpu.planner.activations", "anchorgpu.planner.analytic", "anchorgpu.planner.recommend",

@@ -319,7 +319,10 @@ def _draw_credit_note(note: CreditNote) -> _Page:
     refund = note.refund
     if refund is not None:
         pdf.heading(_("Refund sent"))
-        pdf.pair(_("Amount"), _coins(refund.amount, invoice))
+        # In the base units of the network it was sent on (the same coin; its decimals may differ the invoice's).
+        sent_in = refund.asset
+        pdf.pair(_("Amount"), display.crypto(refund.amount, sent_in.decimals, sent_in.quoted_places, sent_in.symbol))
+        pdf.pair(_("Network"), _(sent_in.network_name))
         pdf.pair(_("To address"), refund.address)
         pdf.pair(_("Transaction"), refund.txid)
     return pdf

@@ -39,13 +39,16 @@ def _migrations() -> tuple[bool, str]:
     return True, "all applied"
 
 
-def _watchers() -> tuple[bool, str]:
-    from anchorgpu.payments.watch_status import watch_rows
+def _watchers(networks: list | None = None) -> tuple[bool, str]:
+    """Whether no chain watcher is stalled; ``networks``, when given, receives each watched network's state."""
+    from anchorgpu.payments.watch_status import watch_networks, watch_rows
 
     try:
         rows = watch_rows(timezone.now())
     except DatabaseError as exc:
         return False, f"cannot be read: {type(exc).__name__}"
+    if networks is not None:
+        networks.extend(g.as_json() for g in watch_networks(rows=rows) if g.status != "off")
     stalled = [r.asset.code for r in rows if r.status == "stalled"]
     if stalled:
         return False, "stalled: " + ", ".join(stalled)
@@ -58,11 +61,14 @@ def _watchers() -> tuple[bool, str]:
 def readyz(request):
     """503 with the failing checks named, so a load balancer stops sending traffic and an operator sees why."""
     checks = {"database": _database()}
+    networks: list[dict] = []
     if checks["database"][0]:
         checks["migrations"] = _migrations()
         if checks["migrations"][0]:
-            checks["chain_watchers"] = _watchers()
+            checks["chain_watchers"] = _watchers(networks)
     ready = all(ok for ok, _ in checks.values())
     body = {"status": "ready" if ready else "not ready",
             "checks": {name: {"ok": ok, "detail": detail} for name, (ok, detail) in checks.items()}}
+    if networks:  # each watched network: status, tip, lag, errors, a node on another chain (no URLs, no errors' text)
+        body["chain_networks"] = networks
     return JsonResponse(body, status=200 if ready else 503)

@@ -142,7 +142,8 @@ class ShopCollector:
         healthy = GaugeMetricFamily("anchorgpu_chain_watcher_ok", "1 when the watcher is neither failing nor "
                                     "stalled.", labels=["asset"])
         tip = GaugeMetricFamily("anchorgpu_chain_watcher_tip", "The last block height seen.", labels=["asset"])
-        for row in watch_rows():
+        rows = watch_rows()
+        for row in rows:
             if row.status == "off":
                 continue
             code, state = row.asset.code, row.state
@@ -155,6 +156,29 @@ class ShopCollector:
             if row.seconds_since_success is not None:
                 since.add_metric([code], row.seconds_since_success)
         yield from (lag, since, errors, healthy, tip)
+        yield from self._networks(rows)
+
+    def _networks(self, rows):
+        """Per network (its assets share a node): whether all its watchers are fine, its largest lag, and 1 when
+        the node answered with another chain id."""
+        from anchorgpu.payments.watch_status import watch_networks
+
+        labels = ["network", "chain_id"]
+        ok = GaugeMetricFamily("anchorgpu_chain_network_ok", "1 when every watcher of the network is neither "
+                               "failing nor stalled.", labels=labels)
+        lag = GaugeMetricFamily("anchorgpu_chain_network_lag_blocks", "The largest lag among the network's "
+                                "watchers.", labels=labels)
+        other = GaugeMetricFamily("anchorgpu_chain_network_node_on_other_chain", "1 when the network's node "
+                                  "answered with another chain id.", labels=labels)
+        for group in watch_networks(rows=rows):
+            if group.status == "off":
+                continue
+            key = [group.network, ",".join(str(c) for c in group.chain_ids)]
+            ok.add_metric(key, 1 if group.status == "ok" else 0)
+            other.add_metric(key, 1 if group.other_chain_ids else 0)
+            if group.max_lag is not None:
+                lag.add_metric(key, group.max_lag)
+        yield from (ok, lag, other)
 
     def _sweeps(self):
         from .models import SweepRecord

@@ -117,8 +117,17 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
     ordering = ("created_at", "id")
     list_per_page = 50
 
+    change_list_template = "admin/orders/paymentqueueentry/change_list.html"
+
     class Media:
         css = {"all": ["orders/admin/queue.css"]}
+
+    def changelist_view(self, request, extra_context=None):
+        """Above the queue: each watched network's watcher, so a stalled one explains payments waiting on it."""
+        from anchorgpu.payments.watch_status import watch_networks
+
+        networks = [g for g in watch_networks() if g.status != "off"]
+        return super().changelist_view(request, extra_context={**(extra_context or {}), "watch_networks": networks})
 
     def get_queryset(self, request):
         return (super().get_queryset(request).select_related("quote__asset", "product")
@@ -155,8 +164,11 @@ class PaymentQueueAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description=_("order"), ordering="reference")
     def order_link(self, obj):
-        return format_html('<a href="{}">{}</a><br><small class="queue-state">{}</small>', self._order_url(obj.pk),
-                           obj.reference, obj.state_label)
+        quote = getattr(obj, "quote", None)
+        network = quote.asset.network_name if quote is not None else ""
+        return format_html('<a href="{}">{}</a><br><small class="queue-state">{}</small>{}', self._order_url(obj.pk),
+                           obj.reference, obj.state_label,
+                           format_html('<br><small class="queue-network">{}</small>', network) if network else "")
 
     @admin.display(description=_("claimed transaction and its check"))
     def claim(self, obj):

@@ -28,6 +28,8 @@ from anchorgpu.allocation.errors import AllocationError
 from anchorgpu.payments import refunds, transfers
 from anchorgpu.payments import services as payments
 from anchorgpu.payments.models import Refund, Transfer
+from anchorgpu.payments.refund_networks import customer_network
+from anchorgpu.payments.refund_units import from_quote_units
 
 from . import admin_forms as f
 from . import alert_tool
@@ -202,7 +204,7 @@ def _apply_refund(order, data, actor, item):
         reason=data["reason"], whole_order=data["scope"] == f.RefundForm.SCOPE_WHOLE, rate=rate,
         network_fee=data.get("network_fee") or 0, of_price=data["scope"] == f.RefundForm.SCOPE_PRICE,
         customer_request=data.get("customer_request") or "", customer_reason=data.get("customer_reason") or "",
-        customer_reason_text=data.get("customer_reason_text") or ""))
+        customer_reason_text=data.get("customer_reason_text") or "", asset=data.get("network")))
     if row.verification.get("status") == "not_watched" or row.verified_at is not None:
         return _("The refund is recorded.")
     return _("The refund is recorded; the customer sees it as sent once the chain shows it.")
@@ -232,11 +234,17 @@ def _refund_initial(order: Order) -> dict:
     if summary.received is None:
         return {}
     open_units = max(summary.received.units - summary.refunded.units, 0)
-    address = {"address": order.refund_address, "network_fee": 0}
+    # Proposed on the customer's network, in its base units (its decimals may differ from the quote's).
+    network = customer_network(order)
+
+    def sent(units: int) -> int:
+        return from_quote_units(units, quote_decimals=order.quote.asset.decimals, sent_decimals=network.decimals)
+
+    address = {"address": order.refund_address, "network_fee": 0, "network": network.code}
     if order.refund_due and summary.excess.units:
         return {**address, "scope": f.RefundForm.SCOPE_EXCESS,
-                "amount": min(summary.excess.units, open_units) or ""}
-    return {**address, "scope": f.RefundForm.SCOPE_WHOLE, "amount": open_units or ""}
+                "amount": sent(min(summary.excess.units, open_units)) or ""}
+    return {**address, "scope": f.RefundForm.SCOPE_WHOLE, "amount": sent(open_units) or ""}
 
 
 class OrderToolsMixin:

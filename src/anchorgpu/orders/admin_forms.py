@@ -183,6 +183,11 @@ class RefundForm(OrderForm):
         (SCOPE_WHOLE, _("The whole order: it ends as refunded, its access is removed, its cards are released and "
                         "its invoice is credited")),
     ])
+    network = forms.ChoiceField(
+        label=_("Network it was sent on"), required=False,
+        help_text=_("The same coin as the payment, on the network the customer asked for (chosen here) or "
+                    "another the shop has for it. The amount and network fee below are in that network's base "
+                    "units."))
     address = forms.CharField(label=_("Sent to"), max_length=100,
                               help_text=_("The address you sent the refund to: the customer's refund address shown "
                                           "above, or one they asked for in writing."))
@@ -210,8 +215,41 @@ class RefundForm(OrderForm):
         label=_("Words for the customer"), required=False, max_length=300,
         help_text=_("Printed after the reason as written; needed with “other”."))
 
+    def __init__(self, *args, order: Order, **kwargs):
+        super().__init__(*args, order=order, **kwargs)
+        from anchorgpu.payments.refund_networks import customer_network, refund_networks
+
+        self.networks = {a.code: a for a in refund_networks(self.quote)} if self.quote is not None else {}
+        self.fields["network"].choices = [
+            (code, _("%(symbol)s on %(network)s (%(decimals)d decimal places)")
+             % {"symbol": a.symbol, "network": a.network_name, "decimals": a.decimals})
+            for code, a in self.networks.items()]
+        if self.quote is not None and not self.is_bound:
+            self.fields["network"].initial = customer_network(order).code
+
+    def _network(self, code: str):
+        """The network chosen; none chosen: the customer's (the quote's unless they chose another)."""
+        from anchorgpu.payments.refund_networks import customer_network
+
+        if not code and self.quote is not None:
+            return customer_network(self.order)
+        return self.networks.get(code)
+
+    def clean_network(self):
+        network = self._network(self.cleaned_data.get("network") or "")
+        if network is None:
+            raise ValidationError(_("Choose one of the networks listed."))
+        return network
+
     def clean_txid(self):
-        return self._txid(self.cleaned_data["txid"])
+        value = self.cleaned_data["txid"]
+        network = self._network(self.data.get(self.add_prefix("network"), ""))
+        if network is None:
+            return self._txid(value)
+        try:
+            return normalise_txid(value, chain=network.chain)
+        except TxIdError as exc:
+            raise ValidationError(str(exc)) from None
 
     def clean(self):
         cleaned = super().clean()

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from anchorgpu.audit.models import AuditEntry
 from anchorgpu.billing.models import Invoice
 from anchorgpu.payments.evaluation import Evaluation, EvaluationError
+from anchorgpu.payments.refund_networks import refund_amount_quote_units
 from anchorgpu.payments.services import payment_status
 from anchorgpu.payments.uri import whole_units
 
@@ -73,7 +74,8 @@ def payment_summary(order: Order) -> PaymentSummary:
     def money(units: int) -> Money:
         return Money(units, asset.decimals, asset.symbol)
 
-    refunded = money(sum(r.amount for r in order.refunds.all()))
+    # In the quote's units: a refund sent on another network of the same coin is converted by its decimals.
+    refunded = money(sum(refund_amount_quote_units(r, quote) for r in order.refunds.all()))
     try:
         ev = payment_status(order)
     except EvaluationError as exc:  # corrupt data: say so rather than fail the page

@@ -93,6 +93,11 @@ class Order(models.Model):
                               help_text=_("Base units received that the order does not keep, to be refunded."))
     refund_due = models.BooleanField(_("refund due"), default=False)
     refund_address = models.CharField(_("refund address given by the customer"), max_length=100, blank=True)
+    refund_asset = models.ForeignKey(
+        "payments.Asset", on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        verbose_name=_("refund network chosen by the customer"),
+        help_text=_("The same coin as the quote on the network the customer wants the refund on; empty: the "
+                    "quote's network."))
 
     provisioner = models.CharField(_("provisioner"), max_length=40, blank=True)
     access_host = models.CharField(_("SSH host"), max_length=200, blank=True)

@@ -134,7 +134,7 @@ def _message(email: OrderEmail) -> tuple[str, str]:
     elif email.kind == OrderEmail.Kind.REFUND_SENT:
         # Base units: the template writes them in the order's language (locale_formats).
         context = {"asset": order.quote.asset,
-                   "refunds": [(r.amount, r.txid) for r in order.refunds.all() if r.verified_at is not None]}
+                   "refunds": [(r.amount, r.txid, r.asset) for r in order.refunds.all() if r.verified_at is not None]}
     elif email.kind == OrderEmail.Kind.SERVICE_CREDIT:
         from anchorgpu.billing.models import CreditNote
 

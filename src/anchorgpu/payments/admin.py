@@ -12,21 +12,65 @@ from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from anchorgpu.admin_base import BoundedDatesAdmin, ReadOnlyModelAdmin
 from anchorgpu.audit.services import audit_record
+from anchorgpu.chains import tron_address
+from anchorgpu.i18n import message
 
-from .addresses import AddressError, check_account_key
+from .address_check import AddressCheckError, check_address
+from .addresses import AddressError, Scheme, check_account_key
 from .models import Asset, DepositKey, PaymentSettings, Quote, Rate, Refund, StrayTransfer, Transfer, WatchState
 from .watch_config import check_url
-from .watch_status import watch_rows
+from .watch_status import watch_networks, watch_row
 
 # --- assets ------------------------------------------------------------------
 
 # What a quote's amount and a transfer's identity mean depends on these; once
 # an asset has been quoted they stay as they are (add a new asset instead).
 _ASSET_IDENTITY = ("code", "network", "scheme", "chain_id", "decimals", "contract")
+
+
+def scheme_problems(cleaned: dict) -> list[tuple[str, str]]:
+    """What an asset's fields lack for its address scheme, as (field, message): an EVM network needs its chain id
+    and a 0x contract (or none, for the network's own coin); TRON needs its chain id and a T… token contract
+    (the shop takes TRC-20 tokens only); Bitcoin has neither; a finality tag is for EVM and TRON only."""
+    scheme, chain_id = cleaned.get("scheme"), cleaned.get("chain_id")
+    contract = (cleaned.get("contract") or "").strip()
+    problems = []
+    if scheme == Scheme.EVM.value:
+        if chain_id is None:
+            problems.append(("chain_id", _("An EVM network needs its chain id (e.g. 1 Ethereum, 137 Polygon, 8453 "
+                                           "Base): the watcher checks the node answers with it.")))
+        if contract:
+            try:
+                check_address(contract, Scheme.EVM)
+            except AddressCheckError as exc:
+                problems.append(("contract", _("An ERC-20 contract is an EVM address: %(why)s")
+                                 % {"why": message(exc)}))
+    elif scheme == Scheme.TRON.value:
+        if chain_id is None:  # 0x2b6653dc on mainnet: TRON's JSON-RPC documentation, eth_chainId
+            problems.append(("chain_id", _("TRON needs its chain id as its JSON-RPC reports it (eth_chainId; "
+                                           "728126428 on mainnet).")))
+        if not contract:
+            problems.append(("contract", _("On TRON the shop takes TRC-20 tokens only: give the token's contract "
+                                           "(T…).")))
+        elif not tron_address.is_base58(contract):
+            problems.append(("contract", _("A TRC-20 contract is a TRON address: “T” and 33 more characters, "
+                                           "with a valid checksum.")))
+    elif scheme:
+        if contract:
+            problems.append(("contract", _("Bitcoin has no token contracts: leave it empty.")))
+        if chain_id is not None:
+            problems.append(("chain_id", _("A chain id is for EVM networks and TRON: leave it empty for "
+                                           "Bitcoin.")))
+    if scheme and scheme not in (Scheme.EVM.value, Scheme.TRON.value) and \
+            cleaned.get("finality") not in (None, "", "depth"):
+        problems.append(("finality", _("A “safe” or “finalized” block is for EVM networks and TRON; Bitcoin "
+                                       "counts confirmations.")))
+    return problems
 
 
 class AssetForm(forms.ModelForm):
@@ -40,6 +84,9 @@ class AssetForm(forms.ModelForm):
         if places is not None and decimals is not None and places > decimals:
             self.add_error("quote_decimals", _("At most the asset's decimal places (%(decimals)d).")
                            % {"decimals": decimals})
+        for field, error in scheme_problems(cleaned):
+            if field not in self.errors:
+                self.add_error(field, error)
         return cleaned
 
     def clean_watch_url(self):
@@ -54,8 +101,8 @@ class AssetForm(forms.ModelForm):
 
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin):
-    list_display = ("code", "symbol", "network_name", "scheme", "decimals", "confirmations_required",
-                    "tolerance_bps", "position", "is_active")
+    list_display = ("code", "symbol", "network_name", "scheme", "chain_id", "decimals", "confirmations_required",
+                    "finality", "watcher", "tolerance_bps", "position", "is_active")
     list_editable = ("position", "is_active")
     list_filter = ("is_active", "scheme", "network")
     search_fields = ("code", "symbol", "name", "contract")
@@ -64,6 +111,24 @@ class AssetAdmin(admin.ModelAdmin):
               "position", "is_active")
     form = AssetForm
     change_list_template = "admin/payments/asset/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("watch_state")
+
+    @admin.display(description=_("watcher"))
+    def watcher(self, obj):
+        """The asset's watcher in a few words, linked to the watchers' page."""
+        row = watch_row(obj, getattr(obj, "watch_state", None))
+        words = {"off": _("off: checked by hand"), "waiting": _("not polled yet"), "ok": _("ok"),
+                 "failing": _("failing"), "stalled": _("stalled")}[row.status]
+        extra = []
+        if row.lag_blocks is not None:
+            extra.append(_("%(lag)d blocks behind") % {"lag": row.lag_blocks})
+        if row.other_chain_id is not None:
+            extra.append(_("node on chain id %(found)d") % {"found": row.other_chain_id})
+        return format_html('<a href="{}" class="watch-{}">{}</a>{}', reverse("admin:payments_asset_watch"),
+                           row.status, words, format_html(" <small>({})</small>", ", ".join(str(e) for e in extra))
+                           if extra else "")
 
     def get_urls(self):
         return [path("watch/", self.admin_site.admin_view(self.watch_view), name="payments_asset_watch"),
@@ -74,7 +139,7 @@ class AssetAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
-                   "title": _("Chain watchers"), "rows": watch_rows(), "now": timezone.now(),
+                   "title": _("Chain watchers"), "networks": watch_networks(), "now": timezone.now(),
                    "stall_seconds": settings.ANCHORGPU_WATCH_STALL_SECONDS}
         return TemplateResponse(request, "admin/payments/asset/watch_status.html", context)
 

@@ -13,6 +13,11 @@ What can be refunded, from which state:
 A refund goes to the address the customer gave on the order page, or to one the operator enters from the
 customer's written request (``customer_request`` says where and when they asked); never to the deposit address,
 never back to a sender of the payment.
+
+A refund is paid in the coin that was paid (the quote's symbol), on the network the customer chose for it or another
+the shop has for that coin (``RefundInput.asset``): its amount is in THAT network's base units (USDT has 18 decimal
+places on BNB Chain, 6 elsewhere), it is checked on that network's chain, and it counts against what the order
+received in the quote's base units (``payments.refund_units``).
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ from anchorgpu.orders.wipes import wipe_mark_due
 
 from .address_check import AddressCheckError, check_address
 from .amounts import fiat_value
-from .models import Refund
+from .models import Asset, Refund
+from .refund_networks import customer_network, refund_network
+from .refund_units import from_quote_units, to_quote_units
 from .services import (
     need_reason,
     note_excess,
@@ -52,6 +59,7 @@ from .services import (
     price_refunded,
     received_total,
     refund_address_problem,
+    refunded_total,
     release_booking,
 )
 from .txids import TxIdError, normalise_txid
@@ -80,18 +88,27 @@ class RefundInput:
     # and words for the customer; ``reason`` above is the operator's own note and is never printed.
     customer_reason: str = ""
     customer_reason_text: str = ""
+    # The network it was sent on: an Asset (or its code) with the quote's symbol; None: the quote's own.
+    asset: Asset | str | None = None
 
 
-def _destination(order: Order, refund: RefundInput) -> tuple[str, str]:
-    """The checked address the refund went to, and the customer's written request when the operator typed it."""
-    quote = order.quote
+def _destination(order: Order, refund: RefundInput, network: Asset) -> tuple[str, str]:
+    """The checked address the refund went to, and the customer's written request when the operator typed it.
+    The customer's address counts as theirs only on the network they gave it for (an exchange's EVM address on
+    Ethereum may not be theirs on Polygon)."""
     try:
-        sent_to = check_address(refund.address, quote.scheme)
+        sent_to = check_address(refund.address, network.scheme)
     except AddressCheckError as exc:
         raise InvalidOrder(message(exc), code="bad_address") from None
     request = refund.customer_request.strip()
     customers = order.refund_address
-    if not (customers and sent_to.lower() == customers.lower()) and not request:
+    theirs = bool(customers and sent_to.lower() == customers.lower())
+    if theirs and customer_network(order).pk != network.pk and not request:
+        raise InvalidOrder(_("The customer gave that address for %(theirs)s, not %(network)s. Send the refund on "
+                             "%(theirs)s, or note where and when the customer asked for %(network)s in writing.")
+                           % {"theirs": customer_network(order).network_name, "network": network.network_name},
+                           code="bad_network")
+    if not theirs and not request:
         if customers:
             raise InvalidOrder(_("That is not the refund address the customer gave (%(address)s). A refund goes "
                                  "there, or to an address the customer asked for in writing: then note where and "
@@ -106,14 +123,22 @@ def _destination(order: Order, refund: RefundInput) -> tuple[str, str]:
     if problem == "sender":
         raise InvalidOrder(_("The refund address is also the sender of a transfer to this order; refunds never "
                              "go back to the sender. Ask the customer for another address."), code="bad_address")
-    return sent_to, (request if not (customers and sent_to.lower() == customers.lower()) else "")
+    return sent_to, (request if not theirs or customer_network(order).pk != network.pk else "")
 
 
-def _check_scope(order: Order, refund: RefundInput) -> None:
+def _check_scope(order: Order, refund: RefundInput, network: Asset) -> None:
+    """What may be refunded, counted in the quote's base units; the limits told to the operator are in the base
+    units of the network the refund was sent on."""
     state = order.order_state
+    quote_decimals = order.quote.asset.decimals
+
+    def sent(units: int) -> int:  # the quote's units in the refund network's, rounded down
+        return from_quote_units(max(units, 0), quote_decimals=quote_decimals, sent_decimals=network.decimals)
+
     received = received_total(order)
-    refunded = sum(r.amount + r.network_fee for r in order.refunds.all())
-    out = refund.amount + refund.network_fee
+    refunded = refunded_total(order)
+    out = to_quote_units(refund.amount + refund.network_fee, sent_decimals=network.decimals,
+                         quote_decimals=quote_decimals)
     if refund.whole_order and refund.of_price:
         raise InvalidOrder(_("A refund is either of the whole order or of a part of its price."), code="bad_scope")
     if refund.whole_order and not rules.may_refund(state, whole_order=True):
@@ -130,14 +155,15 @@ def _check_scope(order: Order, refund: RefundInput) -> None:
         if out > kept:
             raise InvalidOrder(_("The order keeps %(kept)d base units of its price; a refund of part of the price "
                                  "gives back at most that (money beyond the price is refunded as an excess).")
-                               % {"kept": max(kept, 0)}, code="too_much")
+                               % {"kept": sent(kept)}, code="too_much")
     if not refund.whole_order and not refund.of_price and out > owed_back(order):
         raise InvalidOrder(_("Only %(owed)d base units are owed back beyond what the order keeps; refund part of "
-                             "the price or the whole order instead, or less.") % {"owed": owed_back(order)},
+                             "the price or the whole order instead, or less.") % {"owed": sent(owed_back(order))},
                            code="too_much")
     if refunded + out > received:
         raise InvalidOrder(_("That is more than was received for this order (received %(received)d, already "
-                             "refunded %(refunded)d base units).") % {"received": received, "refunded": refunded},
+                             "refunded %(refunded)d base units).") % {"received": sent(received),
+                                                                    "refunded": sent(refunded)},
                            code="too_much")
 
 
@@ -215,23 +241,25 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
     with transaction.atomic():
         locked = order_lock(order)
         quote = locked.quote
-        sent_to, request = _destination(locked, refund)
-        _check_scope(locked, refund)
+        network = refund_network(quote, refund.asset)
+        sent_to, request = _destination(locked, refund, network)
+        _check_scope(locked, refund, network)
         _customer_reason(locked, refund)
         try:
-            txid = normalise_txid(refund.txid, chain=quote.asset.chain)
+            txid = normalise_txid(refund.txid, chain=network.chain)
         except TxIdError as exc:
             raise InvalidOrder(message(exc), code="bad_txid") from None
         rate = _rate(locked, refund)
-        fiat = fiat_value(refund.amount, rate=rate, decimals=quote.asset.decimals).quantize(Decimal("0.01"),
-                                                                                             rounding=ROUND_HALF_UP)
+        # The rate is the price of one whole coin, the same coin on every network: the decimals are the network's.
+        fiat = fiat_value(refund.amount, rate=rate, decimals=network.decimals).quantize(Decimal("0.01"),
+                                                                                          rounding=ROUND_HALF_UP)
         if fiat >= MAX_FIAT:
             raise InvalidOrder(_("At that rate the refund would be worth %(fiat)s %(currency)s: check the rate.")
                                % {"fiat": fiat, "currency": quote.currency}, code="bad_rate")
-        watched = _is_watched(quote.asset)
+        watched = _is_watched(network)
         try:
             with transaction.atomic():
-                row = Refund.objects.create(order=locked, asset=quote.asset, address=sent_to, amount=refund.amount,
+                row = Refund.objects.create(order=locked, asset=network, address=sent_to, amount=refund.amount,
                                             fiat_amount=fiat, currency=quote.currency, rate=rate,
                                             rate_choice=refund.rate_choice, txid=txid, reason=reason,
                                             recorded_by=actor, whole_order=refund.whole_order,
@@ -246,7 +274,9 @@ def refund_record(*, order: Order, refund: RefundInput, actor: str, now: datetim
                            "rate_choice": refund.rate_choice, "txid": txid, "address": sent_to,
                            "network_fee": str(refund.network_fee), "refund": row.pk,
                            "scope": "whole" if refund.whole_order else "price" if refund.of_price else "excess",
-                           "customer_request": request, "verify": row.verification["status"]})
+                           "customer_request": request, "verify": row.verification["status"],
+                           "asset": network.code, "network": network.network_name,
+                           "decimals": network.decimals, "places": network.quoted_places})
         if refund.whole_order:
             _end_whole(locked, actor=actor, reason=reason, row=row, now=now, refund=refund)
         elif refund.of_price:
@@ -304,7 +334,9 @@ def refund_verify(*, refund: Refund, actor: str = CHAIN, watcher=None, now: date
             row.verified_at = now
             audit_record(actor=actor, action="refund_verified", obj=locked,
                          data={"refund": row.pk, "txid": row.txid, "amount": str(row.amount), "paid": str(paid),
-                               "address": row.address, "confirmations": confirmations})
+                               "address": row.address, "confirmations": confirmations,
+                               "asset": asset.code, "network": asset.network_name, "decimals": asset.decimals,
+                               "places": asset.quoted_places})
             notify.refund_sent(locked.pk)
         elif status in _FINAL:
             log.warning("refund %s of order %s does not hold up on chain: %s", row.txid, locked.reference, status)

@@ -32,6 +32,7 @@ from anchorgpu.orders.transitions import order_lock, order_transition
 from . import evaluation
 from .address_check import AddressCheckError, check_address
 from .models import PaymentSettings
+from .refund_networks import refund_network, refund_quote_units
 from .selectors import payment_status  # a read, kept importable from here for the services' callers
 from .txids import TxIdError, normalise_txid
 
@@ -97,14 +98,16 @@ def refund_address_problem(order: Order, address: str) -> str | None:
     return None
 
 
-def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
-    """Where the customer wants a refund sent: checked for the quote's network;
-    never the deposit address and never a sender of the payment."""
+def refund_address_set(*, order: Order, actor: str, address: str, asset=None) -> Order:
+    """Where the customer wants a refund sent: ``asset`` is the network (the quote's coin on a network the shop
+    has for it; None: the quote's), the address is checked for that network's scheme; never the deposit address
+    and never a sender of the payment."""
     with transaction.atomic():
         locked = order_lock(order)
         quote = locked.quote
+        network = refund_network(quote, asset)
         try:
-            canonical = check_address(address, quote.scheme)
+            canonical = check_address(address, network.scheme)
         except AddressCheckError as exc:
             raise InvalidOrder(message(exc), code="bad_address") from None
         problem = refund_address_problem(locked, canonical)
@@ -115,8 +118,10 @@ def refund_address_set(*, order: Order, actor: str, address: str) -> Order:
             raise InvalidOrder(_("Refunds are never sent back to the address a payment came from (it may be an "
                                  "exchange's). Give an address you control."), code="bad_address")
         locked.refund_address = canonical
-        locked.save(update_fields=["refund_address", "updated_at"])
-        audit_record(actor=actor, action="refund_address_set", obj=locked, data={"address": canonical})
+        locked.refund_asset = None if network.pk == quote.asset_id else network
+        locked.save(update_fields=["refund_address", "refund_asset", "updated_at"])
+        audit_record(actor=actor, action="refund_address_set", obj=locked,
+                     data={"address": canonical, "asset": network.code, "network": network.network_name})
     return locked
 
 
@@ -189,13 +194,22 @@ def owed_back(order: Order) -> int:
     kept = max(0, min(received, order.quote.amount) - service_credit_units(order)) if keeps else 0
     # A refund's network fee was paid out of the customer's money: it counts as returned. A refund of part of
     # the price came out of what the order keeps, not out of what it owes back.
-    returned = sum(r.amount + r.network_fee for r in refunds if not (keeps and r.of_price))
+    quote = order.quote
+    returned = sum(refund_quote_units(r, quote) for r in refunds if not (keeps and r.of_price))
     return max(0, received - kept - returned)
 
 
 def price_refunded(order: Order) -> int:
-    """Base units of the price already given back (refunds of part of the price, network fees included)."""
-    return sum(r.amount + r.network_fee for r in order.refunds.all() if r.of_price)
+    """Base units of the quote's asset of the price already given back (refunds of part of the price, network
+    fees included; a refund on another network counted in the quote's units)."""
+    quote = order.quote
+    return sum(refund_quote_units(r, quote) for r in order.refunds.all() if r.of_price)
+
+
+def refunded_total(order: Order) -> int:
+    """All refunds of the order with their network fees, in the quote's base units."""
+    quote = order.quote
+    return sum(refund_quote_units(r, quote) for r in order.refunds.all())
 
 
 def note_excess(order: Order, actor: str, *, why: str = "", service_credit: bool = False) -> None:

@@ -32,6 +32,7 @@ from anchorgpu.orders.selectors import order_for_customer, order_page, orders_fo
 from anchorgpu.orders.services import order_cancel
 from anchorgpu.payments.claim_check import claim_check_after_claim, describe, latest_claim_check
 from anchorgpu.payments.models import ClaimCheck
+from anchorgpu.payments.refund_networks import customer_network, refund_networks
 from anchorgpu.payments.services import payment_claim, payment_status, refund_address_set
 from anchorgpu.payments.uri import carries_amount, payment_uri, qr_svg
 from anchorgpu.planner_pages.run_plans import plan_at_checkout
@@ -247,7 +248,8 @@ def _detail_context(request, order: Order, **extra) -> dict:
         "claim_check": claim_check,
         "claim_refused": claim_refused,
         "claim_text": describe(claim_check, quote.asset) if claim_check else "",
-        "refund_form": order_forms.RefundAddressForm(initial={"address": order.refund_address}),
+        "refund_form": _refund_form(order, quote),
+        "refund_network": customer_network(order) if quote else None,
         "moves": moves_for_page(order),
     }
     context.update(payment_next(order, quote, now=context["now"]))
@@ -306,14 +308,25 @@ def order_claim_payment(request, reference: str):
     return render(request, "web/order.html", _detail_context(request, order, claim_form=form), status=400)
 
 
+def _refund_form(order, quote) -> order_forms.RefundAddressForm:
+    """The refund-address form, its network preset to the customer's choice (the quote's until they choose)."""
+    if quote is None:
+        return order_forms.RefundAddressForm(initial={"address": order.refund_address})
+    return order_forms.RefundAddressForm(initial={"address": order.refund_address,
+                                                  "network": customer_network(order).code},
+                                         networks=refund_networks(quote))
+
+
 @login_required
 @require_POST
 def order_refund_address(request, reference: str):
     order = _own_order(request, reference)
-    form = order_forms.RefundAddressForm(request.POST)
+    quote = getattr(order, "quote", None)
+    form = order_forms.RefundAddressForm(request.POST, networks=refund_networks(quote) if quote else ())
     if form.is_valid():
         try:
-            refund_address_set(order=order, actor=request.user.get_username(), address=form.cleaned_data["address"])
+            refund_address_set(order=order, actor=request.user.get_username(), address=form.cleaned_data["address"],
+                               asset=form.cleaned_data.get("network"))
         except OrderError as exc:
             form.add_error("address", exc.message)
         else:

@@ -35,6 +35,14 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
     def coins(key: str) -> str:  # exact, in the reader's language, at the asset's quoted precision
         return crypto(int(data.get(key, 0)), decimals, places)
 
+    def refund_coins() -> str:  # a refund is in the base units of the network it was sent on (its audit data)
+        return crypto(int(data.get("amount", 0)), int(data.get("decimals", decimals)),
+                      int(data.get("places", places)))
+
+    # Network names are the operator's words, translated like the catalog's (``gettext_noop`` in the demo).
+    named = data.get("network") or (asset.network_name if asset else "")
+    network = _(named) if named else ""  # never gettext(""): that is the catalog's header
+
     match entry.action:
         case "order_place":
             return "info", _("Order placed; the cards are held for you while the quote runs.")
@@ -85,16 +93,18 @@ def _text(entry: AuditEntry, order: Order, state: OrderState | None = None) -> t
             return "document", _("Invoice %(number)s issued.") % {"number": data.get("invoice", "")}
         case "credit_note_issue":
             return "document", _("Credit note %(number)s issued.") % {"number": data.get("credit_note", "")}
+        case "refund_address_set" if data.get("network"):
+            return "info", _("Refund address saved: refunds go to it on %(network)s.") % {"network": data["network"]}
         case "refund_address_set":
             return "info", _("Refund address saved.")
         case "refund_record" if data.get("verify") == "pending":
             # Watched on chain: "sent" once the chain shows it (refund_verified).
-            return "payment", _("Refund of %(amount)s %(symbol)s on its way to your refund address; shown as sent "
-                                "once the network has it.") % {
-                "amount": coins("amount"), "symbol": symbol}
+            return "payment", _("Refund of %(amount)s %(symbol)s on %(network)s on its way to your refund "
+                                "address; shown as sent once the network has it.") % {
+                "amount": refund_coins(), "symbol": symbol, "network": network}
         case "refund_record" | "refund_verified":
-            return "payment", _("Refund sent: %(amount)s %(symbol)s.") % {
-                "amount": coins("amount"), "symbol": symbol}
+            return "payment", _("Refund sent: %(amount)s %(symbol)s on %(network)s.") % {
+                "amount": refund_coins(), "symbol": symbol, "network": network}
         case "transfer_reassign" if data.get("to") == order.reference:
             return "payment", _("A transfer sent to another order's address was meant for this order and now "
                                 "counts for it.")
