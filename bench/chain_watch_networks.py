@@ -97,7 +97,10 @@ def _point_assets(nets: list[Net], confirmations: int) -> None:
         asset, _ = Asset.objects.update_or_create(code=net.code, defaults=dict(
             symbol="USDT", name="Tether USD", network=net.slug, network_name=net.name, scheme="evm",
             chain_id=net.chain_id, decimals=6, quote_decimals=2, contract=net.chain.token,
-            confirmations_required=confirmations, watch_url=net.node.url, position=position))
+            # Confirmations counted from the tip: anvil has no finality of its own (the demo's rows wait for
+            # the "finalized" tag, which anvil puts 64 blocks down).
+            confirmations_required=confirmations, finality="depth", watch_url=net.node.url, position=position,
+            is_active=True))
         Rate.objects.create(asset=asset, currency="USD", price=Decimal("1.00"), observed_at=now,
                             source="bench figure", entered_by="bench")
 
