@@ -33,13 +33,16 @@ def watched():
     eth = Asset.objects.get(code="eth")
     usdc = Asset.objects.get(code="usdc-ethereum")
     Asset.objects.filter(pk__in=[eth.pk, usdc.pk]).update(watch_url="http://127.0.0.1:8545/v3/SECRETKEY123")
-    polygon = Asset.objects.create(code="usdc-polygon", symbol="USDC", name="USD Coin", network="polygon",
-                                   network_name="Polygon PoS", scheme="evm", chain_id=137, decimals=6,
-                                   contract=USDC_POLYGON, confirmations_required=1,
-                                   finality="finalized", watch_url="http://127.0.0.1:8546/", position=5)
-    tron = Asset.objects.create(code="usdt-tron", symbol="USDT", name="Tether", network="tron",
-                                network_name="TRON (TRC-20)", scheme="tron", chain_id=0x2B6653DC, decimals=6,
-                                contract=USDT_TRON, confirmations_required=19, position=6)
+    # The demo offers every network; this page is read with four of them, set up here field by field.
+    Asset.objects.exclude(code__in=["btc", "eth", "usdc-ethereum"]).update(is_active=False)
+    polygon, _ = Asset.objects.update_or_create(code="usdc-polygon", defaults=dict(
+        symbol="USDC", name="USD Coin", network="polygon", network_name="Polygon PoS", scheme="evm", chain_id=137,
+        decimals=6, contract=USDC_POLYGON, confirmations_required=1, finality="finalized",
+        watch_url="http://127.0.0.1:8546/", position=5, is_active=True))
+    tron, _ = Asset.objects.update_or_create(code="usdt-tron", defaults=dict(
+        symbol="USDT", name="Tether", network="tron", network_name="TRON (TRC-20)", scheme="tron",
+        chain_id=0x2B6653DC, decimals=6, contract=USDT_TRON, confirmations_required=19, finality="depth",
+        watch_url="", position=6, is_active=True))
     WatchState.objects.create(asset=eth, tip=1000, next_block=998, tip_time=now - timedelta(seconds=30),
                               last_poll_at=now, last_success_at=now, watched=5)
     WatchState.objects.create(asset=usdc, tip=1000, next_block=1001, tip_time=now - timedelta(seconds=30),
@@ -124,6 +127,7 @@ def test_the_asset_form_checks_each_scheme(watched):
         (tron, {"contract": USDT_TRON[:-1] + ("u" if USDT_TRON[-1] != "u" else "v")}, "contract",
          "valid checksum"),
         (tron, {"chain_id": ""}, "chain_id", "728126428"),
+        (tron, {"finality": "safe"}, "finality", "TRON has no “safe” block"),
         (btc, {"finality": "safe"}, "finality", "for EVM networks and TRON"),
         (btc, {"chain_id": "1"}, "chain_id", "leave it empty for Bitcoin"),
         (btc, {"contract": USDC_POLYGON}, "contract", "Bitcoin has no token contracts"),

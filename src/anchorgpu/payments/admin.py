@@ -60,6 +60,9 @@ def scheme_problems(cleaned: dict) -> list[tuple[str, str]]:
         elif not tron_address.is_base58(contract):
             problems.append(("contract", _("A TRC-20 contract is a TRON address: “T” and 33 more characters, "
                                            "with a valid checksum.")))
+        if cleaned.get("finality") == "safe":  # java-tron refuses the tag: TRON's JSON-RPC documentation
+            problems.append(("finality", _("TRON has no “safe” block: use “finalized” (the solidified block) or a "
+                                           "number of confirmations.")))
     elif scheme:
         if contract:
             problems.append(("contract", _("Bitcoin has no token contracts: leave it empty.")))
