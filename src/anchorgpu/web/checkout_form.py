@@ -77,7 +77,7 @@ class CheckoutForm(forms.Form):
     save_keys = forms.BooleanField(label=_("Save the keys pasted above to my account"), required=False)
     # How the customer pays: the coin, then its network (``checkout_asset``). ``asset`` is the network's row,
     # what the order takes (and all the JSON API sends); ``coin`` alone will do for a coin on one network.
-    coin = forms.ChoiceField(label=_("Coin"), required=False, choices=[], widget=forms.RadioSelect,
+    coin = forms.ChoiceField(label=_("Pay with"), required=False, choices=[], widget=forms.RadioSelect,
                              error_messages={"invalid_choice": checkout_asset.UNKNOWN_COIN})
     asset = forms.ModelChoiceField(label=_("Pay with"), queryset=assets_accepted(), empty_label=None,
                                    to_field_name="code", required=False, widget=forms.RadioSelect,
