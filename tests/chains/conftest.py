@@ -19,18 +19,24 @@ def _under_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+def _anvil_binary() -> str:
+    """The anvil binary; a missing one skips the test with the install command -- except under CI, where it
+    fails."""
+    try:
+        return evm_support.find_anvil()
+    except evm_support.AnvilMissing as exc:
+        if _under_ci():
+            pytest.fail(f"{exc}. Under CI the anvil tests must run, not skip.", pytrace=False)
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(scope="session")
 def anvil_url():
     """The URL of an anvil node on 127.0.0.1 (chain id 31337, automine), running for the whole session.
 
     A missing binary skips the test with the install command -- except under CI, where it fails.
     """
-    try:
-        binary = evm_support.find_anvil()
-    except evm_support.AnvilMissing as exc:
-        if _under_ci():
-            pytest.fail(f"{exc}. Under CI the anvil tests must run, not skip.", pytrace=False)
-        pytest.skip(str(exc))
+    binary = _anvil_binary()
     node = evm_support.AnvilNode(binary)
     node.start()
     try:
@@ -72,12 +78,7 @@ def network_nodes():
     running for the whole session (stopped by their own processes' ids): slug -> URL."""
     from tests.chains.networks_support import NETWORKS, SLOTS_IN_AN_EPOCH
 
-    try:
-        binary = evm_support.find_anvil()
-    except evm_support.AnvilMissing as exc:
-        if _under_ci():
-            pytest.fail(f"{exc}. Under CI the anvil tests must run, not skip.", pytrace=False)
-        pytest.skip(str(exc))
+    binary = _anvil_binary()
     nodes = {}
     try:
         for network in NETWORKS:
