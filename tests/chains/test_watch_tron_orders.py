@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from anchorgpu.chains.keys import watch_key
 from anchorgpu.chains.tron import NILE_CHAIN_ID
+from anchorgpu.chains.tron_address import to_base58
+from anchorgpu.orders.errors import InvalidOrder
 from anchorgpu.payments.claim_check import claim_check, claims_recheck_due, describe
 from anchorgpu.payments.models import Asset, ClaimCheck, DepositKey, Rate, Transfer, WatchState
-from anchorgpu.payments.services import payment_claim
+from anchorgpu.payments.services import payment_claim, refund_address_set
 from anchorgpu.payments.watch import watch_poll
 from anchorgpu.payments.watch_config import watcher_for
 from tests import shop
@@ -200,3 +202,34 @@ def test_watcher_for_refuses_a_safe_rule_on_tron(tron):
     Asset.objects.filter(code="usdt-tron").update(finality="safe")
     with pytest.raises(ChainUnavailable, match="no 'safe' block"):
         tron.watcher()
+
+
+def test_a_log_whose_receipt_the_node_lacks_fails_the_poll_and_is_read_again(tron):
+    order = tron.place()
+    tx = tron.pay(order, order.quote.amount)
+    block = tron.chain.mine(tx)
+    tron.chain.solidify(block.number)
+    tron.chain.mine_empty(1)
+    tron.node.rpc.lagging_receipts.add(tx.txid)
+    report = tron.poll()
+    assert not report.ok and f"no receipt for transaction {tx.txid}" in report.error
+    assert not Transfer.objects.exists() and fresh(order).state == "awaiting_payment"
+    state = WatchState.objects.get(asset__code="usdt-tron")
+    assert state.next_block is None or state.next_block <= block.number  # its block is read again
+
+    tron.node.rpc.lagging_receipts.clear()
+    assert tron.poll().ok
+    assert fresh(order).state == "paid" and Transfer.objects.filter(order=order).count() == 1
+
+
+def test_a_refund_never_goes_to_the_tron_address_the_payment_came_from(tron):
+    order = tron.place()
+    tron.chain.mine(tron.pay(order, order.quote.amount))
+    tron.chain.solidify()
+    tron.chain.mine_empty(1)
+    assert tron.poll().ok and fresh(order).state == "paid"
+    assert Transfer.objects.get(order=order).sender == PAYER  # kept as the JSON-RPC wrote it (0x form)
+    with pytest.raises(InvalidOrder, match="never sent back to the address a payment came from"):
+        refund_address_set(order=fresh(order), actor="customer", address=to_base58(PAYER))
+    refund_address_set(order=fresh(order), actor="customer", address=to_base58("0x" + "6c" * 20))
+    assert fresh(order).refund_address == to_base58("0x" + "6c" * 20)

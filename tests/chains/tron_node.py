@@ -159,6 +159,9 @@ class TronRpc:
         self.chain = chain
         self.methods_seen: list[str] = []
         self.batches: list[int] = []  # the size of each batch received
+        # Transactions whose receipt this node does not have yet (a lagging backend behind a load balancer
+        # that another backend's eth_getLogs answer ran ahead of): answered null, as for an unknown id.
+        self.lagging_receipts: set[str] = set()
 
     def answer(self, request) -> dict:
         rid = request.get("id") if isinstance(request, dict) else None
@@ -260,7 +263,7 @@ class TronRpc:
 
     def m_eth_getTransactionReceipt(self, txid):
         found = self.chain.find(self._txid(txid))
-        if found is None:
+        if found is None or self._txid(txid) in self.lagging_receipts:
             return None
         block, position, tx = found
         logs = [self._log(block, p, t, i, log) for p, t, i, log in self._logs_of(block) if t is tx]

@@ -63,7 +63,7 @@ def test_every_asset_field_is_editable_until_the_asset_is_quoted_then_says_why(a
     assert order.quote.asset.code == "btc"
     shown, readonly = _admin_fields(Asset, asset)
     assert shown == _editable_fields(Asset)
-    assert readonly == {"code", "network", "scheme", "chain_id", "decimals", "contract"}
+    assert readonly == {"code", "network", "scheme", "chain_id", "decimals", "contract", "finality"}
     page = admin_client.get(reverse("admin:payments_asset_change", args=[asset.pk])).content.decode()
     assert "this asset has been quoted, and its quotes and transfers are read with them" in page
     assert 'class="deletelink"' not in page

@@ -128,6 +128,7 @@ def test_the_asset_form_checks_each_scheme(watched):
          "valid checksum"),
         (tron, {"chain_id": ""}, "chain_id", "728126428"),
         (tron, {"finality": "safe"}, "finality", "TRON has no “safe” block"),
+        (tron, {"finality": "depth", "confirmations_required": "3"}, "finality", "at least 19 confirmations"),
         (btc, {"finality": "safe"}, "finality", "for EVM networks and TRON"),
         (btc, {"chain_id": "1"}, "chain_id", "leave it empty for Bitcoin"),
         (btc, {"contract": USDC_POLYGON}, "contract", "Bitcoin has no token contracts"),

@@ -36,6 +36,10 @@ def _topic(address: str) -> str:
 
 
 class EvmWatcher(Watcher):
+    def _receipt_state(self, receipt: Any) -> tuple[bool, BlockRef]:
+        """(succeeded, the block it is in) from a receipt; a chain with stricter receipts overrides it."""
+        return _receipt_state(receipt)
+
     def __init__(self, rpc: Rpc, *, chain_id: int, contract: str = "", network: str = "",
                  decimals: int | None = None, finality: str = "depth"):
         """``decimals``: what the asset is configured with; a token contract reporting otherwise is refused
@@ -207,7 +211,7 @@ class EvmWatcher(Watcher):
         for transfer, receipt in zip(candidates, receipts, strict=True):
             if receipt is None:
                 continue  # the block moved on while we read; the next poll sees it again
-            ok, block = self._read("receipt", _receipt_state, receipt)
+            ok, block = self._read("receipt", self._receipt_state, receipt)
             if ok and block.hash == transfer.block.hash:
                 kept.append(transfer)
         return kept
@@ -236,7 +240,12 @@ class EvmWatcher(Watcher):
                 continue  # a reorganisation happened between the two reads; the next poll settles it
             index = t.index
             if positions:
-                block_hash, indexes = log_indexes.get(t.txid, ("", []))
+                if t.txid not in log_indexes:
+                    # Its block is still the one the log came from, yet the node has no receipt: a backend
+                    # behind the others (load-balanced providers). Skipped, the log would be passed over for
+                    # good, as the next poll starts after this block; the poll fails and reads it again.
+                    raise self.rpc.fail(f"no receipt for transaction {t.txid}, whose Transfer log was just read")
+                block_hash, indexes = log_indexes[t.txid]
                 if block_hash != ref.hash or t.index not in indexes:
                     continue  # moved meanwhile
                 index = indexes.index(t.index)
@@ -272,7 +281,7 @@ class EvmWatcher(Watcher):
             if receipt is None:
                 where[txid] = None
                 continue
-            ok, block = self._read("receipt", _receipt_state, receipt)
+            ok, block = self._read("receipt", self._receipt_state, receipt)
             where[txid] = block if ok else None
         return where
 
@@ -307,7 +316,7 @@ class EvmWatcher(Watcher):
             return TxLookup(LookupOutcome.NOT_FOUND, tip=tip)
         if receipt is None:
             return TxLookup(LookupOutcome.PENDING, tip=tip)
-        ok, block = self._read("receipt", _receipt_state, receipt)
+        ok, block = self._read("receipt", self._receipt_state, receipt)
         if not ok:
             return TxLookup(LookupOutcome.FAILED, tip=tip, detail={"block": block.number})
         header = self.rpc.call("eth_getBlockByNumber", [hex(block.number), False])

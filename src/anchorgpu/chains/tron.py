@@ -66,6 +66,9 @@ TRON_FINALITY = ("finalized", "depth")  # no "safe" block on TRON
 
 
 class TronWatcher(EvmWatcher):
+    def _receipt_state(self, receipt) -> tuple[bool, BlockRef]:
+        return _tron_receipt_state(receipt)
+
     def __init__(self, rpc: Rpc, *, contract: str, chain_id: int = MAINNET_CHAIN_ID, network: str = "tron",
                  decimals: int | None = None, finality: str = "finalized"):
         """``contract``: the TRC-20 token, as ``T…`` (or 41-/0x-hex). ``finality``: "finalized" (the
@@ -122,7 +125,10 @@ class TronWatcher(EvmWatcher):
         succeeded = set()
         for txid, receipt in zip(txids, receipts, strict=True):
             if receipt is None:
-                continue  # replaced meanwhile: the next poll reads it again
+                # A node behind a load balancer may answer a log from one backend and "no receipt" from a
+                # lagging one; skipped, the log would be passed over for good (the next poll starts after this
+                # block). The whole poll fails instead and reads the blocks again.
+                raise self.rpc.fail(f"no receipt for transaction {txid}, whose Transfer log was just read")
             ok, block = self._read("receipt", _tron_receipt_state, receipt)
             if ok:
                 succeeded.add((txid, block.hash))
@@ -136,7 +142,10 @@ class TronWatcher(EvmWatcher):
         return where
 
     def lookup(self, txid: str, address: str) -> TxLookup:
-        return super().lookup(_with_prefix(txid), address)
+        found = super().lookup(_with_prefix(txid), address)
+        for t in found.transfers:
+            self._block_id(t.block)
+        return found
 
     # --- native TRX: not watched ------------------------------------------
 

@@ -30,7 +30,10 @@ from .watch_status import watch_networks, watch_row
 
 # What a quote's amount and a transfer's identity mean depends on these; once
 # an asset has been quoted they stay as they are (add a new asset instead).
-_ASSET_IDENTITY = ("code", "network", "scheme", "chain_id", "decimals", "contract")
+_ASSET_IDENTITY = ("code", "network", "scheme", "chain_id", "decimals", "contract", "finality")
+# TRON's solidified block is about 19 blocks below the tip (19 of its 27 super representatives have built on
+# it): counting from the tip, a TRON asset waits at least that long.
+TRON_DEPTH_MIN = 19
 
 
 def scheme_problems(cleaned: dict) -> list[tuple[str, str]]:
@@ -63,6 +66,12 @@ def scheme_problems(cleaned: dict) -> list[tuple[str, str]]:
         if cleaned.get("finality") == "safe":  # java-tron refuses the tag: TRON's JSON-RPC documentation
             problems.append(("finality", _("TRON has no “safe” block: use “finalized” (the solidified block) or a "
                                            "number of confirmations.")))
+        elif cleaned.get("finality") in (None, "", "depth") and \
+                (cleaned.get("confirmations_required") or 0) < TRON_DEPTH_MIN:
+            problems.append(("finality", _("Counted from the tip, a TRON payment needs at least %(n)d "
+                                           "confirmations, as many as TRON's solidified block is below the tip: "
+                                           "choose “finalized” or raise the confirmations.")
+                             % {"n": TRON_DEPTH_MIN}))
     elif scheme:
         if contract:
             problems.append(("contract", _("Bitcoin has no token contracts: leave it empty.")))

@@ -93,7 +93,9 @@ def refund_address_problem(order: Order, address: str) -> str | None:
     deposit address) or "sender" (a payment came from it, perhaps an exchange's); None when it can."""
     if watch_key(address) == watch_key(order.quote.address):
         return "deposit"
-    if order.transfers.filter(sender__iexact=address).exists():
+    # Senders are kept as the watcher read them (a TRON one in its 0x form): compared by watch key.
+    key = watch_key(address)
+    if any(watch_key(sender) == key for sender in order.transfers.exclude(sender="").values_list("sender", flat=True)):
         return "sender"
     return None
 
