@@ -233,3 +233,15 @@ def test_a_refund_never_goes_to_the_tron_address_the_payment_came_from(tron):
         refund_address_set(order=fresh(order), actor="customer", address=to_base58(PAYER))
     refund_address_set(order=fresh(order), actor="customer", address=to_base58("0x" + "6c" * 20))
     assert fresh(order).refund_address == to_base58("0x" + "6c" * 20)
+
+
+def test_the_solidified_block_moving_under_the_same_tip_makes_the_payment_count(tron):
+    order = tron.place()
+    block = tron.chain.mine(tron.pay(order, order.quote.amount))
+    tron.chain.mine_empty(2)
+    assert tron.poll().ok and fresh(order).state == "awaiting_payment"  # nothing solidified yet
+    tip = tron.chain.tip
+    tron.chain.solidify(block.number)  # the node solidifies it; no new block
+    assert tron.chain.tip == tip
+    assert tron.poll().ok
+    assert fresh(order).state == "paid" and Transfer.objects.get(order=order).confirmations == 1

@@ -123,8 +123,10 @@ def _read(asset: Asset, state: WatchState, watcher: Watcher, now: datetime) -> t
     # The open quotes are read after the tip: a quote made later cannot have been paid in a block up to it.
     quotes = open_quotes(asset, _since(state, now))
     by_address = {watch_key(q.address): q for q in quotes}
-    if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number:
-        # No new block: nothing changed on chain, but an unmined transfer may have left the mempool.
+    if state.next_block is not None and state.tip_hash == head.hash and state.next_block > head.number \
+            and asset.finality == "depth":
+        # No new block: nothing changed on chain, but an unmined transfer may have left the mempool. (With a
+        # finality tag the tagged block may have moved up under the same tip: the full read follows it.)
         waiting, dropped = _dropped(asset, watcher)
         return _Reads(head, counted, None, [], waiting, {}, {}, {}, state.recent, dropped), by_address
     # Addresses are one key on every EVM network: the same coin sent here for an order quoted elsewhere is found
