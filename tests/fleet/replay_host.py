@@ -85,6 +85,9 @@ class ReplayHost:
             "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "PermitRootLogin prohibit-password", "StrictModes no", "LogLevel ERROR",
             f"SetEnv PATH={self.bin}:/usr/local/bin:/usr/bin:/bin", ""]))
+        # OpenSSH refuses to start without its privilege separation folder, which the package makes only when
+        # its service runs (tests/hosts/harness.py does the same).
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
